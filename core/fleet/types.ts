@@ -1,0 +1,35 @@
+// What the routing decision knows about each replica: a read-only view that
+// background loops (scrapes, health checks) keep current, and that the
+// simulator fills from its own engine models.
+
+export type ReplicaHealth =
+  /** Never checked yet: treated as ready, so a fresh router can serve. */
+  | 'unknown'
+  | 'ready'
+  /** Loading or warming up: excluded. */
+  | 'not_ready'
+  /** Failed consecutive health checks: excluded until consecutive successes. */
+  | 'failing'
+  /** Finishing in-flight work, taking no new requests: excluded. */
+  | 'draining';
+
+/** One replica's signals. Scraped values are absent until the first scrape. */
+export interface ReplicaState {
+  readonly health: ReplicaHealth;
+  readonly kvUsage?: number;
+  readonly queueDepth?: number;
+  readonly running?: number;
+  /** Adapters the engine reports as loaded (vLLM's lora_requests_info). */
+  readonly loadedAdapters?: readonly string[];
+  /** Clock time (ms) of the last successful scrape. */
+  readonly scrapedAt?: number;
+  /** Requests this router has in flight on the replica: exact and always fresh. */
+  readonly inFlight: number;
+}
+
+export interface FleetView {
+  replica(id: string): ReplicaState | undefined;
+}
+
+/** A fleet nobody has observed: every replica unknown and idle (explain without --fleet). */
+export const EMPTY_FLEET: FleetView = { replica: () => undefined };

@@ -1,0 +1,50 @@
+// Session affinity (reference text, section 4, step 1): a conversation stays
+// on the replica its id hashes to, so its growing prompt hits that replica's
+// prefix cache. Released when that replica's KV usage reaches the threshold,
+// so one popular conversation cannot overload a replica.
+import { boundedLoadOwner, rendezvousOwner, type Candidate, type StrategyDefinition } from '../sdk/index.ts';
+
+interface Config {
+  release_threshold: number;
+  /** Consistent hashing with bounded loads: no replica above this × the mean in-flight count. */
+  bounded_load: number | null;
+}
+
+const idOf = (c: Candidate) => c.id;
+const inFlightOf = (c: Candidate) => c.signals.inFlight;
+
+export default {
+  name: 'session-affinity',
+  version: '1.0.0',
+  sdk: '^1',
+  description: 'Consistent hash of the conversation id over the candidates, with a KV release valve.',
+  configSchema: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      release_threshold: { type: 'number', minimum: 0, maximum: 1, default: 0.85 },
+      bounded_load: { type: ['number', 'null'], minimum: 1, default: null },
+    },
+  },
+  create(config) {
+    return {
+      pick(request, candidates) {
+        if (!request.conversationId) return { pass: true, reason: 'no conversation id' };
+        const key = request.conversationId;
+        const owner =
+          config.bounded_load == null
+            ? rendezvousOwner(key, candidates, idOf)
+            : boundedLoadOwner(key, candidates, idOf, inFlightOf, config.bounded_load).owner;
+        if (!owner) return { pass: true, reason: 'no candidates' };
+        const kv = owner.signals.kvUsage;
+        if (kv >= config.release_threshold) {
+          return { pass: true, reason: `released ${owner.id}: kv ${kv.toFixed(2)} >= ${config.release_threshold}` };
+        }
+        return {
+          replica: owner.id,
+          reason: `conversation hashes to ${owner.id} (kv ${kv.toFixed(2)} < ${config.release_threshold})`,
+        };
+      },
+    };
+  },
+} satisfies StrategyDefinition<Config>;

@@ -1,0 +1,105 @@
+// Hashes that are identical on every router instance and every run: canary
+// buckets, consistent hashing and prefix keys must agree across a fleet of
+// routers, so nothing here may depend on process state.
+
+/** MurmurHash3 (x86, 32-bit) of a string's UTF-16 code units. */
+export function hashString(text: string, seed = 0): number {
+  let h = seed >>> 0;
+  const length = text.length;
+  let i = 0;
+  // Two UTF-16 code units make one 32-bit block.
+  for (; i + 1 < length; i += 2) {
+    let k = (text.charCodeAt(i) & 0xffff) | ((text.charCodeAt(i + 1) & 0xffff) << 16);
+    k = Math.imul(k, 0xcc9e2d51);
+    k = (k << 15) | (k >>> 17);
+    k = Math.imul(k, 0x1b873593);
+    h ^= k;
+    h = (h << 13) | (h >>> 19);
+    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
+  }
+  if (i < length) {
+    let k = text.charCodeAt(i) & 0xffff;
+    k = Math.imul(k, 0xcc9e2d51);
+    k = (k << 15) | (k >>> 17);
+    k = Math.imul(k, 0x1b873593);
+    h ^= k;
+  }
+  h ^= length;
+  return finalize(h);
+}
+
+/** Combines two 32-bit hashes into one well-mixed 32-bit hash. */
+export function mixHashes(a: number, b: number): number {
+  let h = (a ^ Math.imul(b, 0x9e3779b1)) | 0;
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+function finalize(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/** A number in [0, 1) from a key: the same key gives the same number everywhere. */
+export function unitInterval(key: string, seed = 0): number {
+  return hashString(key, seed) / 0x1_0000_0000;
+}
+
+/**
+ * Rendezvous (highest-random-weight) hashing: orders `items` by their weight
+ * for `key`. Removing one of N items moves only the keys that item owned,
+ * about 1/N of them, and every router computes the same order.
+ */
+export function rendezvousOrder<T>(key: string, items: readonly T[], idOf: (item: T) => string): T[] {
+  const keyHash = hashString(key);
+  const weighted = items.map((item) => ({ item, weight: mixHashes(keyHash, hashString(idOf(item))) }));
+  weighted.sort((a, b) => b.weight - a.weight || (idOf(a.item) < idOf(b.item) ? -1 : 1));
+  return weighted.map((w) => w.item);
+}
+
+/** The item a key belongs to under rendezvous hashing, without sorting. */
+export function rendezvousOwner<T>(key: string, items: readonly T[], idOf: (item: T) => string): T | undefined {
+  const keyHash = hashString(key);
+  let best: T | undefined;
+  let bestWeight = -1;
+  for (const item of items) {
+    const weight = mixHashes(keyHash, hashString(idOf(item)));
+    if (weight > bestWeight) {
+      best = item;
+      bestWeight = weight;
+    }
+  }
+  return best;
+}
+
+/**
+ * Consistent hashing with bounded loads (Mirrokni, Thorup, Zadimoghaddam):
+ * walks the key's rendezvous order and takes the first item whose load stays
+ * within `balanceFactor` times the mean (HAProxy's hash-balance-factor), so
+ * no item exceeds (1+ε)× the mean and locality survives overload.
+ */
+export function boundedLoadOwner<T>(
+  key: string,
+  items: readonly T[],
+  idOf: (item: T) => string,
+  loadOf: (item: T) => number,
+  balanceFactor: number,
+): { owner: T | undefined; skipped: T[] } {
+  if (items.length === 0) return { owner: undefined, skipped: [] };
+  let total = 0;
+  for (const item of items) total += loadOf(item);
+  // Counting the request being placed keeps the bound above zero on an idle fleet.
+  const bound = Math.ceil(((total + 1) / items.length) * balanceFactor);
+  const order = rendezvousOrder(key, items, idOf);
+  const skipped: T[] = [];
+  for (const item of order) {
+    if (loadOf(item) + 1 <= bound) return { owner: item, skipped };
+    skipped.push(item);
+  }
+  return { owner: order[0], skipped };
+}
