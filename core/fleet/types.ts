@@ -23,6 +23,16 @@ export interface ReplicaState {
   readonly loadedAdapters?: readonly string[];
   /** Clock time (ms) of the last successful scrape. */
   readonly scrapedAt?: number;
+  /** Clock time (ms) of the last health check that got an answer or failed. */
+  readonly checkedAt?: number;
+  /** Most LoRA adapters the engine holds at once (vLLM's max_lora), when it reports it. */
+  readonly maxLoras?: number;
+  /** Prefix-cache hit ratio, 0..1: over the last scrape interval (vLLM) or as SGLang reports it. */
+  readonly prefixCacheHitRatio?: number;
+  /** KV-cache blocks on the GPU (vLLM's num_gpu_blocks). */
+  readonly numGpuBlocks?: number;
+  /** KV-cache capacity in tokens. */
+  readonly kvCapacityTokens?: number;
   /** Requests this router has in flight on the replica: exact and always fresh. */
   readonly inFlight: number;
 }

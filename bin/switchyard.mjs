@@ -1,0 +1,9 @@
+#!/usr/bin/env node
+// The `switchyard` command. Sources are TypeScript, compiled on load by tsx:
+// no build step between a checkout and a running router.
+import { register } from 'tsx/esm/api';
+
+register();
+const { main } = await import('../core/cli/main.ts');
+const code = await main(process.argv.slice(2));
+if (typeof code === 'number') process.exitCode = code;

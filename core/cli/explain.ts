@@ -1,0 +1,121 @@
+// `switchyard explain`: where would this request go, and why? Runs the same
+// decide() as the router, on a request file and optional fleet load.
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { parse } from 'yaml';
+import { decide, decisionJson, type Decision } from '../decide/decide.ts';
+import { createEnv } from '../decide/env.ts';
+import type { StepTrace } from '../decide/trace.ts';
+import { requestFacts } from '../facts/request-facts.ts';
+import type { Endpoint } from '../facts/request-schemas.ts';
+import { charsPerTokenEstimator } from '../facts/tokens.ts';
+import { EMPTY_FLEET } from '../fleet/types.ts';
+import { builtinRegistry } from '../plugins/builtins.ts';
+import { loadPolicyDir } from '../policy/load.ts';
+import { formatProblem } from '../policy/problems.ts';
+import { readFleetFile } from './fleet-file.ts';
+import { UsageError } from './usage.ts';
+
+const HELP = `Usage: switchyard explain --policies DIR --request FILE [--header 'Name: value']... [--fleet FILE] [--json] [--seed N]
+
+  --request FILE   an OpenAI request body (JSON or YAML): messages → chat, prompt → completions, input → embeddings
+  --header H       a request header, e.g. 'Authorization: Bearer sk-demo-premium' or 'x-conversation-id: c-42'
+  --fleet FILE     replica load: replicas: { ID: { kv_usage, queue_depth, running, in_flight, health, loaded_adapters, age_ms } }
+  --json           one JSON object: model, version, adapter, pool, replica, reason, status, retryAfter, trace`;
+
+export function runExplain(argv: string[]): number {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      policies: { type: 'string', default: 'policies' },
+      request: { type: 'string' },
+      header: { type: 'string', multiple: true, default: [] },
+      fleet: { type: 'string' },
+      json: { type: 'boolean', default: false },
+      seed: { type: 'string', default: '1' },
+      endpoint: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  if (!values.request) throw new UsageError('--request FILE is required (an OpenAI request body)');
+
+  const loaded = loadPolicyDir(values.policies!, { registry: builtinRegistry, seed: values.seed });
+  if (!loaded.snapshot) {
+    for (const problem of loaded.problems) console.error(formatProblem(problem));
+    console.error(`explain: the policies in ${values.policies} are invalid; run 'switchyard validate ${values.policies}'`);
+    return 1;
+  }
+  const snapshot = loaded.snapshot;
+
+  let body: unknown;
+  try {
+    body = parse(readFileSync(values.request, 'utf8'));
+  } catch (error) {
+    throw new UsageError(`cannot read request file ${values.request}: ${(error as Error).message.split('\n')[0]}`);
+  }
+  const headers: Record<string, string> = {};
+  for (const h of values.header!) {
+    const colon = h.indexOf(':');
+    if (colon <= 0) throw new UsageError(`--header "${h}" is not 'Name: value'`);
+    headers[h.slice(0, colon).trim().toLowerCase()] = h.slice(colon + 1).trim();
+  }
+  const endpoint = (values.endpoint ?? endpointOf(body)) as Endpoint;
+  if (!['chat', 'completions', 'embeddings'].includes(endpoint)) throw new UsageError(`--endpoint must be chat, completions or embeddings`);
+
+  const now = Date.now();
+  const fleet = values.fleet ? readFleetFile(values.fleet, now) : EMPTY_FLEET;
+  const facts = requestFacts(
+    { requestId: 'explain', endpoint, headers, body },
+    { estimator: charsPerTokenEstimator(snapshot.settings.charsPerToken) },
+  );
+  const decision = decide(facts, snapshot, fleet, createEnv({ seed: values.seed, now: () => now }));
+
+  if (values.json) console.log(JSON.stringify(decisionJson(decision), null, 2));
+  else console.log(renderText(decision, endpoint, body));
+  return 0;
+}
+
+function endpointOf(body: unknown): string {
+  const b = body as Record<string, unknown> | null;
+  if (b && 'messages' in b) return 'chat';
+  if (b && 'prompt' in b) return 'completions';
+  if (b && 'input' in b) return 'embeddings';
+  return 'chat';
+}
+
+const PATHS: Record<string, string> = { chat: '/v1/chat/completions', completions: '/v1/completions', embeddings: '/v1/embeddings' };
+
+function renderText(d: Decision, endpoint: string, body: unknown): string {
+  const lines: string[] = [];
+  const requested = (body as { model?: unknown } | null)?.model;
+  lines.push(`POST ${PATHS[endpoint]}  model=${JSON.stringify(requested)}  tenant=${d.tenant ?? '-'}`);
+  if (d.status === 200) {
+    lines.push(`→ 200 admitted: ${d.model}@${d.version}${d.adapter ? ` + adapter ${d.adapter}` : ''} · pool ${d.pool} · replica ${d.replica}`);
+  } else {
+    const r = d.rejection!;
+    lines.push(`→ ${d.status} ${r.code}${r.retryAfterS !== undefined ? ` (Retry-After: ${r.retryAfterS})` : ''}: ${r.message}`);
+    if (d.action) lines.push(`  action: ${d.action.type} ${d.action.model} via ${d.action.url}`);
+  }
+  lines.push('');
+  const steps: [string, StepTrace | undefined][] = [
+    ['tenant', d.trace.tenant],
+    ['1 model', d.trace.model],
+    ['2 pool', d.trace.pool],
+    ['3 replica', d.trace.replica],
+    ['4 admit', d.trace.admit],
+  ];
+  for (const [label, step] of steps) {
+    if (!step) continue;
+    lines.push(`${label.padEnd(10)} ${step.decidedBy}`);
+    lines.push(`${''.padEnd(10)} ${step.reason}`);
+    if (step.facts) lines.push(`${''.padEnd(10)} facts: ${Object.entries(step.facts).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ')}`);
+    for (const alt of step.alternatives ?? []) {
+      lines.push(`${''.padEnd(12)}· ${alt.name}${alt.score !== undefined ? ` ${Number(alt.score.toFixed(3))}` : ''}${alt.note ? `  ${alt.note}` : ''}`);
+    }
+  }
+  return lines.join('\n');
+}

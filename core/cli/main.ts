@@ -1,0 +1,38 @@
+// Dispatches `switchyard <command>`.
+import { runExplain } from './explain.ts';
+import { UsageError, USAGE } from './usage.ts';
+import { runValidate } from './validate.ts';
+
+type Command = (argv: string[]) => Promise<number | void> | number | void;
+
+const commands: Record<string, () => Promise<Command>> = {
+  validate: async () => runValidate,
+  explain: async () => runExplain,
+};
+
+export function registerCommand(name: string, load: () => Promise<Command>): void {
+  commands[name] = load;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    console.log(USAGE);
+    return name ? 0 : 2;
+  }
+  const load = commands[name];
+  if (!load) {
+    console.error(`switchyard: unknown command "${name}"\n\n${USAGE}`);
+    return 2;
+  }
+  try {
+    const code = await (await load())(rest);
+    return typeof code === 'number' ? code : 0;
+  } catch (error) {
+    if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      console.error(`switchyard ${name}: ${(error as Error).message}`);
+      return 2;
+    }
+    throw error;
+  }
+}

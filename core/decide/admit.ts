@@ -1,0 +1,43 @@
+// Decision 4 — admit or reject, without ever queueing at the router: over
+// quota → 429; every candidate's engine queue full → 503 with Retry-After
+// (the engine's scheduler, which knows more, should hold the queue); the
+// estimated wait past the client's deadline → 503.
+import type { Candidate } from '../../sdk/index.ts';
+import { rejection, type Rejection } from '../errors.ts';
+import type { Pool, Tenant } from '../policy/snapshot.ts';
+import type { QuotaCost, QuotaStore } from './quota.ts';
+
+export function quotaRejection(store: QuotaStore, tenant: Tenant, cost: QuotaCost, now: number): Rejection | undefined {
+  const verdict = store.check(tenant.id, cost, tenant.quotas, now);
+  if (verdict.ok) return undefined;
+  const limit = verdict.limit === 'requests' ? `${tenant.quotas.requestsPerMinute} requests` : `${tenant.quotas.tokensPerMinute} tokens`;
+  return rejection('quota_exceeded', `Tenant "${tenant.id}" is over its quota of ${limit} per minute. Retry after ${verdict.retryAfterS} s.`, {
+    retryAfterS: verdict.retryAfterS,
+  });
+}
+
+export function capacityRejection(pool: Pool, candidates: readonly Candidate[]): Rejection | undefined {
+  if (candidates.length === 0) return undefined;
+  for (const c of candidates) if (c.signals.queueDepth < pool.capacity.queueDepth) return undefined;
+  return rejection(
+    'no_capacity',
+    `Every replica of pool ${pool.name} (${pool.model}@${pool.version}) has ${pool.capacity.queueDepth} or more requests waiting. Retry after ${pool.capacity.retryAfterS} s.`,
+    { retryAfterS: pool.capacity.retryAfterS },
+  );
+}
+
+/** Time to first token the router expects on `replica`: its queue, then the prefill. */
+export function estimatedWaitMs(pool: Pool, replica: Candidate, promptTokens: number): number {
+  return replica.signals.queueDepth * pool.waitEstimate.msPerQueuedRequest + (promptTokens / 1000) * pool.waitEstimate.prefillMsPer1kTokens;
+}
+
+export function deadlineRejection(pool: Pool, replica: Candidate, promptTokens: number, deadlineMs: number | undefined): Rejection | undefined {
+  if (deadlineMs === undefined) return undefined;
+  const wait = estimatedWaitMs(pool, replica, promptTokens);
+  if (wait <= deadlineMs) return undefined;
+  return rejection(
+    'deadline_unmeetable',
+    `The first token is expected in about ${Math.round(wait)} ms, past the ${deadlineMs} ms deadline in x-deadline-ms.`,
+    { retryAfterS: 1 },
+  );
+}

@@ -1,0 +1,88 @@
+// The replicas of a pool as strategies see them: filters first (not ready,
+// draining and failing replicas are excluded), then load signals with their
+// ages. Saturated replicas are marked, never dropped: excluding them would
+// push their load onto the rest, which then saturate too (section 8).
+import type { Candidate, LoadSignals } from '../../sdk/index.ts';
+import type { FleetView } from '../fleet/types.ts';
+import type { Pool, ReplicaSpec } from '../policy/snapshot.ts';
+import type { TraceAlternative } from './trace.ts';
+
+export interface CandidateSet {
+  readonly candidates: Candidate[];
+  readonly excluded: TraceAlternative[];
+}
+
+export function buildCandidates(
+  pool: Pool,
+  fleet: FleetView,
+  now: number,
+  maxStalenessMs: number,
+  exclude?: ReadonlySet<string>,
+): CandidateSet {
+  const candidates: Candidate[] = [];
+  const excluded: TraceAlternative[] = [];
+  for (const spec of pool.replicas) {
+    if (exclude?.has(spec.id)) {
+      excluded.push({ name: spec.id, note: 'already failed this request' });
+      continue;
+    }
+    if (spec.draining) {
+      excluded.push({ name: spec.id, note: 'draining (policy)' });
+      continue;
+    }
+    const state = fleet.replica(spec.id);
+    const health = state?.health ?? 'unknown';
+    if (health === 'not_ready' || health === 'failing' || health === 'draining') {
+      excluded.push({ name: spec.id, note: health.replace('_', ' ') });
+      continue;
+    }
+    const signals = loadSignals(spec, state, now, maxStalenessMs);
+    candidates.push({
+      id: spec.id,
+      url: spec.url,
+      engine: spec.engine,
+      saturated: signals.kvUsage >= pool.saturation.kvUsage || signals.queueDepth >= pool.saturation.queueDepth,
+      signals,
+      capacity: { maxLoras: spec.maxLoras, maxBatch: spec.maxNumSeqs, maxQueue: spec.maxQueue },
+    });
+  }
+  return { candidates, excluded };
+}
+
+/**
+ * Scraped signals while they are fresh; past max staleness the router's own
+ * in-flight count stands in for them, since routing on old load data is worse
+ * than random. Even fresh, the queue is at least what this router sent beyond
+ * the engine's running batch since the last scrape.
+ */
+export function loadSignals(
+  spec: ReplicaSpec,
+  state: ReturnType<FleetView['replica']>,
+  now: number,
+  maxStalenessMs: number,
+): LoadSignals {
+  const inFlight = state?.inFlight ?? 0;
+  const ageMs = state?.scrapedAt !== undefined ? Math.max(0, now - state.scrapedAt) : Infinity;
+  const loadedAdapters = state?.loadedAdapters ?? spec.adapters;
+  if (ageMs > maxStalenessMs) {
+    return {
+      kvUsage: Math.min(1, inFlight / spec.maxNumSeqs),
+      queueDepth: Math.max(0, inFlight - spec.maxNumSeqs),
+      running: Math.min(inFlight, spec.maxNumSeqs),
+      inFlight,
+      loadedAdapters,
+      ageMs,
+      stale: true,
+    };
+  }
+  const running = state!.running ?? 0;
+  return {
+    kvUsage: state!.kvUsage ?? 0,
+    queueDepth: Math.max(state!.queueDepth ?? 0, inFlight - running),
+    running,
+    inFlight,
+    loadedAdapters,
+    ageMs,
+    stale: false,
+  };
+}

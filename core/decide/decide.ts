@@ -1,0 +1,239 @@
+// decide(): the four routing decisions, in order, as one pure function of
+// the request's facts, the policy snapshot, the fleet's signals and an
+// injected environment. No network, no file system: the proxy, `explain` and
+// the simulator all call this same code.
+import { chainBlockHashes, prefixHashes, type Priority, type RoutedRequest } from '../../sdk/index.ts';
+import { rejection, type Rejection } from '../errors.ts';
+import type { RequestFacts } from '../facts/request-facts.ts';
+import type { FleetView } from '../fleet/types.ts';
+import type { Pool, Snapshot, Tenant } from '../policy/snapshot.ts';
+import { capacityRejection, deadlineRejection, estimatedWaitMs, quotaRejection } from './admit.ts';
+import { buildCandidates } from './candidates.ts';
+import type { DecideEnv } from './env.ts';
+import { chooseModel } from './model.ts';
+import { choosePool } from './pool.ts';
+import { chooseReplica, type ChainHooks } from './replica.ts';
+import type { DecisionTrace } from './trace.ts';
+
+export interface Decision {
+  readonly requestId: string;
+  /** 200 when admitted, else the HTTP status of the rejection. */
+  readonly status: number;
+  readonly tenant?: string;
+  readonly model?: string;
+  readonly version?: string;
+  readonly adapter?: string;
+  readonly canary?: boolean;
+  readonly pool?: string;
+  readonly replica?: string;
+  readonly replicaUrl?: string;
+  /** What to put in the body's `model` upstream: the adapter name for LoRA (vLLM's convention), else the model id. */
+  readonly upstreamModel?: string;
+  /** What picked the replica, or why the request was rejected. */
+  readonly reason: string;
+  readonly rejection?: Rejection;
+  /** Set for a cold-tier model: the router should ask for a load. */
+  readonly action?: { readonly type: 'trigger_load'; readonly model: string; readonly url: string };
+  readonly trace: DecisionTrace;
+  /** The request as the strategies saw it, and the pool: for retries and completion hooks. */
+  readonly routed?: RoutedRequest;
+  readonly poolRef?: Pool;
+}
+
+export interface DecideOptions extends ChainHooks {
+  /** Replicas that already failed this request (a retry picks among the rest). */
+  readonly excludeReplicas?: ReadonlySet<string>;
+  /** Pre-hashed prompt blocks (trace replay, simulator) instead of hashing the prompt text. */
+  readonly blockHashes?: readonly number[];
+}
+
+export function decide(
+  facts: RequestFacts | Rejection,
+  snapshot: Snapshot,
+  fleet: FleetView,
+  env: DecideEnv,
+  options: DecideOptions = {},
+): Decision {
+  const trace: DecisionTrace = {};
+  if ('code' in facts) return rejected('unknown', facts, trace, undefined, { decidedBy: 'request check', reason: facts.message });
+  const requestId = facts.requestId;
+
+  // Who is asking.
+  let tenant: Tenant | undefined;
+  if (facts.apiKeyHash !== undefined) {
+    tenant = snapshot.tenantsByKeyHash.get(facts.apiKeyHash);
+    if (!tenant) return rejected(requestId, rejection('invalid_api_key', 'Incorrect API key provided.'), trace, undefined, { decidedBy: 'tenant lookup', reason: 'unknown API key' });
+  } else {
+    tenant = snapshot.anonymousTenant;
+    if (!tenant) return rejected(requestId, rejection('invalid_api_key', 'An API key is required: send "Authorization: Bearer <key>".'), trace, undefined, { decidedBy: 'tenant lookup', reason: 'no API key and no anonymous tenant' });
+  }
+  const priority: Priority = facts.priority ?? tenant.defaultPriority;
+  const maxTokens = facts.maxTokens ?? snapshot.settings.defaultMaxTokens;
+  trace.tenant = { decidedBy: facts.apiKeyHash ? 'API key' : 'anonymous tenant', reason: `${tenant.id} (${tenant.tier})`, facts: { priority } };
+
+  // The flat facts rules see (docs/policies.md lists them).
+  const ruleFacts: Record<string, unknown> = {
+    model: facts.requestedModel,
+    resolvedModel: null,
+    version: null,
+    canary: false,
+    adapter: null,
+    promptTokens: facts.promptTokens,
+    maxTokens,
+    messageCount: facts.messageCount,
+    hasCode: facts.hasCode,
+    tenant: tenant.id,
+    tenantTier: tenant.tier,
+    priority,
+    hasConversation: facts.conversationId !== undefined,
+    stream: facts.stream,
+    endpoint: facts.endpoint,
+  };
+
+  // 1. Which model.
+  const modelStep = chooseModel(facts, ruleFacts, tenant, snapshot, env);
+  trace.model = modelStep.trace;
+  if ('rejected' in modelStep) return rejected(requestId, modelStep.rejected, trace, tenant);
+  if ('cold' in modelStep) {
+    const cold = modelStep.cold.cold!;
+    const r = rejection('model_cold', `The model \`${modelStep.cold.id}\` is not deployed right now; a load has been requested. Retry after ${cold.retryAfterS} s.`, {
+      retryAfterS: cold.retryAfterS,
+    });
+    return { ...rejected(requestId, r, trace, tenant), model: modelStep.cold.id, action: { type: 'trigger_load', model: modelStep.cold.id, url: cold.loadHook } };
+  }
+  const { model, version, adapter } = modelStep;
+  ruleFacts.resolvedModel = model.id;
+  ruleFacts.version = version.version;
+  ruleFacts.canary = version.canary;
+  ruleFacts.adapter = adapter ?? null;
+
+  // 2. Which pool.
+  const poolStep = choosePool(model.id, version.version, ruleFacts, facts.promptTokens + (facts.maxTokens ?? 0), snapshot);
+  trace.pool = poolStep.trace;
+  if ('rejected' in poolStep) return rejected(requestId, poolStep.rejected, trace, tenant, undefined, { model: model.id, version: version.version });
+  const pool = poolStep.pool;
+  const chosen = { model: model.id, version: version.version, adapter, canary: version.canary, pool: pool.name };
+
+  // 3. Which replica.
+  const now = env.now();
+  const { candidates, excluded } = buildCandidates(pool, fleet, now, snapshot.settings.maxStalenessMs, options.excludeReplicas);
+  if (candidates.length === 0) {
+    const r = rejection('no_healthy_replica', `No replica of pool ${pool.name} (${model.id}@${version.version}) is ready. Retry after 5 s.`, { retryAfterS: 5 });
+    trace.replica = { decidedBy: 'filters', reason: 'every replica is excluded', alternatives: excluded };
+    return rejected(requestId, r, trace, tenant, undefined, chosen);
+  }
+  const full = capacityRejection(pool, candidates);
+  if (full) {
+    trace.admit = { decidedBy: 'capacity', reason: full.message, alternatives: candidates.map((c) => ({ name: c.id, score: c.signals.queueDepth, note: 'queue depth' })) };
+    return rejected(requestId, full, trace, tenant, undefined, chosen);
+  }
+  const routed = routedRequest(facts, snapshot, chosen, tenant.id, priority, maxTokens, options.blockHashes);
+  const replicaStep = chooseReplica(routed, pool, candidates, excluded, options);
+  trace.replica = replicaStep.trace;
+  const replica = replicaStep.replica;
+
+  // 4. Admit or reject.
+  const cost = { requests: 1, tokens: facts.promptTokens + maxTokens };
+  const overQuota = quotaRejection(env.quota, tenant, cost, now);
+  if (overQuota) {
+    trace.admit = { decidedBy: 'quota', reason: overQuota.message, facts: { tokens: cost.tokens } };
+    return rejected(requestId, overQuota, trace, tenant, undefined, chosen);
+  }
+  const late = deadlineRejection(pool, replica, facts.promptTokens, facts.deadlineMs);
+  if (late) {
+    trace.admit = { decidedBy: 'deadline', reason: late.message, facts: { deadlineMs: facts.deadlineMs } };
+    return rejected(requestId, late, trace, tenant, undefined, chosen);
+  }
+  env.quota.take(tenant.id, cost, tenant.quotas, now);
+  for (const slot of pool.chain) {
+    try {
+      slot.instance.onRouted?.(routed, replica.id);
+    } catch (error) {
+      options.onFault?.(pool, slot.name, 'threw', `onRouted: ${(error as Error)?.message ?? String(error)}`);
+    }
+  }
+  trace.admit = {
+    decidedBy: 'admitted',
+    reason: 'within quota, capacity and deadline',
+    facts: { estimatedWaitMs: Math.round(estimatedWaitMs(pool, replica, facts.promptTokens)), deadlineMs: facts.deadlineMs ?? null },
+  };
+
+  return {
+    requestId,
+    status: 200,
+    tenant: tenant.id,
+    ...chosen,
+    replica: replica.id,
+    replicaUrl: replica.url,
+    upstreamModel: adapter ?? model.id,
+    reason: `${replicaStep.strategy}: ${replicaStep.trace.reason}`,
+    trace,
+    routed,
+    poolRef: pool,
+  };
+}
+
+function rejected(
+  requestId: string,
+  r: Rejection,
+  trace: DecisionTrace,
+  tenant?: Tenant,
+  step?: DecisionTrace['admit'],
+  chosen?: Partial<Pick<Decision, 'model' | 'version' | 'adapter' | 'canary' | 'pool'>>,
+): Decision {
+  if (step) trace.admit = step;
+  return { requestId, status: r.status, tenant: tenant?.id, ...chosen, reason: `${r.code}: ${r.message}`, rejection: r, trace };
+}
+
+function routedRequest(
+  facts: RequestFacts,
+  snapshot: Snapshot,
+  chosen: { model: string; version: string; adapter?: string; pool: string },
+  tenant: string,
+  priority: Priority,
+  maxTokens: number,
+  blockHashes: readonly number[] | undefined,
+): RoutedRequest {
+  const seed = chosen.adapter ? `${chosen.model}\0${chosen.adapter}` : chosen.model;
+  const { prefixBlockChars, prefixMaxBlocks } = snapshot.settings;
+  let hashes: readonly number[] | undefined;
+  return {
+    id: facts.requestId,
+    model: chosen.model,
+    version: chosen.version,
+    adapter: chosen.adapter,
+    pool: chosen.pool,
+    tenant,
+    conversationId: facts.conversationId,
+    priority,
+    promptTokens: facts.promptTokens,
+    maxTokens,
+    // Hashing a long prompt costs: only when a strategy asks.
+    get prefixHashes() {
+      hashes ??= blockHashes
+        ? chainBlockHashes(blockHashes.slice(0, prefixMaxBlocks), seed)
+        : prefixHashes(facts.promptText, seed, prefixBlockChars, prefixMaxBlocks);
+      return hashes;
+    },
+  };
+}
+
+/** The decision as plain JSON: what `explain --json` prints and /admin/decisions keeps. */
+export function decisionJson(decision: Decision): Record<string, unknown> {
+  return {
+    requestId: decision.requestId,
+    status: decision.status,
+    tenant: decision.tenant ?? null,
+    model: decision.model ?? null,
+    version: decision.version ?? null,
+    adapter: decision.adapter ?? null,
+    canary: decision.canary ?? null,
+    pool: decision.pool ?? null,
+    replica: decision.replica ?? null,
+    reason: decision.reason,
+    ...(decision.rejection ? { error: { code: decision.rejection.code, type: decision.rejection.type, message: decision.rejection.message } } : {}),
+    ...(decision.rejection?.retryAfterS !== undefined ? { retryAfter: decision.rejection.retryAfterS } : {}),
+    ...(decision.action ? { action: decision.action } : {}),
+    trace: decision.trace,
+  };
+}

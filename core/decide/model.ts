@@ -1,0 +1,125 @@
+// Decision 1 — which model: alias resolution, cascades, tenant restrictions
+// and adapters, cold models, and the version (canary sticky by conversation).
+import { unitInterval } from '../../sdk/index.ts';
+import { rejection, type Rejection } from '../errors.ts';
+import type { RequestFacts } from '../facts/request-facts.ts';
+import { firstMatch, type Facts } from '../rules/compile.ts';
+import type { ModelEntry, ModelVersion, Snapshot, Tenant } from '../policy/snapshot.ts';
+import type { DecideEnv } from './env.ts';
+import type { StepTrace } from './trace.ts';
+
+export interface ModelChoice {
+  readonly model: ModelEntry;
+  readonly version: ModelVersion;
+  readonly adapter?: string;
+  readonly trace: StepTrace;
+}
+
+export interface ColdModel {
+  readonly cold: ModelEntry;
+  readonly trace: StepTrace;
+}
+
+const notFound = (name: string) =>
+  rejection('model_not_found', `The model \`${name}\` does not exist or you do not have access to it.`, { param: 'model' });
+
+export function chooseModel(
+  facts: RequestFacts,
+  ruleFacts: Facts,
+  tenant: Tenant,
+  snapshot: Snapshot,
+  env: DecideEnv,
+): ModelChoice | ColdModel | { rejected: Rejection; trace: StepTrace } {
+  const requested = facts.requestedModel;
+  const allowed = (id: string) => !tenant.allowedModels || tenant.allowedModels.has(id);
+  let modelId: string;
+  let adapter: string | undefined;
+  let decidedBy: string;
+  let reason: string;
+  let alternatives: { name: string; note?: string }[] | undefined;
+
+  const alias = snapshot.aliases.get(requested);
+  if (alias?.model !== undefined) {
+    modelId = alias.model;
+    decidedBy = `alias ${alias.name}`;
+    reason = `alias "${alias.name}" → ${modelId}`;
+  } else if (alias?.cascade) {
+    const cascade = alias.cascade;
+    const match = firstMatch(cascade.rules, ruleFacts, (target) => (allowed(target) ? null : `tenant ${tenant.id} may not use ${target}`));
+    alternatives = match.skipped.map((s) => ({ name: s.rule, note: s.why }));
+    if (match.rule) {
+      modelId = match.rule.target;
+      decidedBy = `cascade ${cascade.name}: rule "${match.rule.name}"`;
+      reason = `rule "${match.rule.name}" → ${modelId}`;
+    } else {
+      modelId = cascade.defaultModel;
+      decidedBy = `cascade ${cascade.name}: default`;
+      reason = `no cascade rule matched → default ${modelId}`;
+    }
+  } else if (snapshot.models.has(requested)) {
+    modelId = requested;
+    decidedBy = 'model id';
+    reason = `requested ${requested}`;
+  } else if (snapshot.adapters.has(requested)) {
+    if (!tenant.adapters.has(requested)) {
+      return {
+        rejected: rejection('adapter_not_allowed', `Tenant "${tenant.id}" may not use the adapter \`${requested}\`.`, { param: 'model' }),
+        trace: { decidedBy: 'tenant adapters', reason: `adapter ${requested} belongs to another tenant` },
+      };
+    }
+    adapter = requested;
+    modelId = snapshot.adapters.get(requested)!;
+    decidedBy = 'tenant adapter';
+    reason = `adapter ${adapter} on ${modelId}`;
+  } else {
+    return { rejected: notFound(requested), trace: { decidedBy: 'model lookup', reason: `no model, alias or adapter named "${requested}"` } };
+  }
+
+  if (!allowed(modelId)) {
+    return {
+      rejected: rejection('model_not_allowed', `Tenant "${tenant.id}" may not use the model \`${modelId}\`.`, { param: 'model' }),
+      trace: { decidedBy: 'tenant restrictions', reason: `${modelId} is not in the allowed models of ${tenant.id}`, alternatives },
+    };
+  }
+  const model = snapshot.models.get(modelId)!;
+  if (model.cold) {
+    return { cold: model, trace: { decidedBy, reason: `${reason}; cold tier: not deployed`, alternatives } };
+  }
+  if (!adapter) {
+    adapter = tenant.defaultAdapters.get(modelId);
+    if (adapter) reason += `; tenant's default adapter ${adapter}`;
+  }
+
+  const version = chooseVersion(model, facts, env);
+  const versionNote =
+    model.versions.length === 1
+      ? ''
+      : `; version ${version.version}${version.canary ? ' (canary)' : ''} by ${facts.conversationId ? 'conversation hash' : 'random draw (no conversation id)'}`;
+  return {
+    model,
+    version,
+    adapter,
+    trace: {
+      decidedBy,
+      reason: reason + versionNote,
+      facts: { requestedModel: requested, tenant: tenant.id },
+      alternatives: alternatives ?? model.versions.map((v) => ({ name: `${model.id}@${v.version}`, score: v.weight / model.totalWeight })),
+    },
+  };
+}
+
+/**
+ * Weighted version choice, sticky by conversation: the conversation id hashes
+ * to the same point on every router instance, so a conversation never flips
+ * between versions mid-dialogue.
+ */
+export function chooseVersion(model: ModelEntry, facts: Pick<RequestFacts, 'conversationId'>, env: Pick<DecideEnv, 'random'>): ModelVersion {
+  if (model.versions.length === 1) return model.versions[0];
+  const point = (facts.conversationId ? unitInterval(`${model.id}\0${facts.conversationId}`) : env.random()) * model.totalWeight;
+  let cumulative = 0;
+  for (const version of model.versions) {
+    cumulative += version.weight;
+    if (point < cumulative) return version;
+  }
+  return model.versions[model.versions.length - 1];
+}

@@ -1,0 +1,56 @@
+// Decision 2 — which pool: the pool rules, first match wins, among the pools
+// that serve the chosen model version; then the pool's length limit.
+import { rejection, type Rejection } from '../errors.ts';
+import { firstMatch, type Facts } from '../rules/compile.ts';
+import { versionKey, type Pool, type Snapshot } from '../policy/snapshot.ts';
+import type { StepTrace } from './trace.ts';
+
+export function choosePool(
+  model: string,
+  version: string,
+  ruleFacts: Facts,
+  requiredTokens: number,
+  snapshot: Snapshot,
+): { pool: Pool; trace: StepTrace } | { rejected: Rejection; trace: StepTrace } {
+  const pools = snapshot.poolsByVersion.get(versionKey(model, version)) ?? [];
+  const byName = (name: string) => pools.find((p) => p.name === name);
+  const match = firstMatch(snapshot.poolRules.rules, ruleFacts, (name) => (byName(name) ? null : `${model}@${version} has no ${name} pool`));
+  const alternatives = match.skipped.map((s) => ({ name: s.rule, note: s.why }));
+
+  let pool: Pool;
+  let decidedBy: string;
+  let reason: string;
+  if (match.rule) {
+    pool = byName(match.rule.target)!;
+    decidedBy = `pool rule "${match.rule.name}"`;
+    reason = `rule "${match.rule.name}" → ${pool.name}`;
+  } else {
+    const fallback = byName(snapshot.poolRules.defaultPool);
+    pool = fallback ?? pools[0];
+    decidedBy = fallback ? 'default pool' : 'only pool of version';
+    reason = fallback ? `no pool rule matched → ${pool.name}` : `no rule's pool serves ${model}@${version} → ${pool.name}`;
+  }
+
+  // Too long for the chosen pool: a roomier pool of the same version, or 400.
+  if (pool.maxModelLen !== undefined && requiredTokens > pool.maxModelLen) {
+    const roomier = pools
+      .filter((p) => p.maxModelLen === undefined || requiredTokens <= p.maxModelLen)
+      .sort((a, b) => (a.maxModelLen ?? Infinity) - (b.maxModelLen ?? Infinity))[0];
+    if (!roomier) {
+      const largest = Math.max(...pools.map((p) => p.maxModelLen ?? 0));
+      return {
+        rejected: rejection(
+          'context_length_exceeded',
+          `This request needs about ${requiredTokens} tokens (prompt plus max_tokens), more than the ${largest} any pool of ${model} allows. Shorten the prompt or lower max_tokens.`,
+          { param: 'messages' },
+        ),
+        trace: { decidedBy: 'pool limits', reason: `${requiredTokens} tokens > max_model_len of every pool`, alternatives },
+      };
+    }
+    alternatives.push({ name: pool.name, note: `max_model_len ${pool.maxModelLen} < ${requiredTokens} tokens` });
+    reason += `; too long for it → ${roomier.name}`;
+    decidedBy = 'pool limits';
+    pool = roomier;
+  }
+  return { pool, trace: { decidedBy, reason, alternatives: alternatives.length ? alternatives : undefined } };
+}

@@ -1,0 +1,34 @@
+// The prompt as text: what token estimates, code detection and prefix
+// hashes are computed from. Roles are kept so that two conversations share a
+// prefix only where the engine's rendered prompt would too.
+
+interface ContentPart {
+  type?: string;
+  text?: string;
+}
+
+export function contentText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (Array.isArray(content)) {
+    let text = '';
+    for (const part of content as ContentPart[]) if (part && typeof part.text === 'string') text += part.text;
+    return text;
+  }
+  return '';
+}
+
+export function renderMessages(messages: readonly { role: string; content?: unknown }[]): string {
+  let text = '';
+  for (const message of messages) text += `<|${message.role}|>\n${contentText(message.content)}\n`;
+  return text;
+}
+
+/** A completions prompt: a string, strings, or token ids. */
+export function renderPrompt(prompt: unknown): { text: string; tokenIds?: number } {
+  if (typeof prompt === 'string') return { text: prompt };
+  if (Array.isArray(prompt)) {
+    if (prompt.every((p) => typeof p === 'number')) return { text: '', tokenIds: prompt.length };
+    return { text: prompt.map((p) => (typeof p === 'string' ? p : Array.isArray(p) ? '' : String(p))).join('\n') };
+  }
+  return { text: '' };
+}

@@ -1,0 +1,19 @@
+// Strategies by registry name: what a pool's strategy chain refers to.
+import type { StrategyDefinition } from '../../sdk/index.ts';
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyStrategy = StrategyDefinition<any>;
+
+export interface StrategyRegistry {
+  get(name: string): AnyStrategy | undefined;
+  names(): string[];
+}
+
+export function registryOf(definitions: Iterable<AnyStrategy>): StrategyRegistry {
+  const byName = new Map<string, AnyStrategy>();
+  for (const definition of definitions) byName.set(definition.name, definition);
+  return {
+    get: (name) => byName.get(name),
+    names: () => [...byName.keys()].sort(),
+  };
+}

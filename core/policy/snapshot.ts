@@ -1,0 +1,128 @@
+// An immutable, fully built routing policy: what one request is decided
+// against from arrival to its last byte. A reload builds a new Snapshot off
+// the hot path and swaps one reference; nothing here is ever mutated.
+import type { Engine, LoadScoreWeights, Priority, StrategyDefinition, StrategyInstance } from '../../sdk/index.ts';
+import type { RuleSet } from '../rules/compile.ts';
+
+export interface ModelVersion {
+  readonly version: string;
+  readonly weight: number;
+  readonly canary: boolean;
+}
+
+export interface ModelEntry {
+  readonly id: string;
+  readonly versions: readonly ModelVersion[];
+  readonly totalWeight: number;
+  /** Present for a cold-tier model: not deployed, loaded on demand. */
+  readonly cold?: { readonly loadHook: string; readonly retryAfterS: number };
+}
+
+export interface CascadeEntry {
+  readonly name: string;
+  readonly defaultModel: string;
+  readonly rules: RuleSet<string>;
+}
+
+export type AliasEntry =
+  | { readonly name: string; readonly model: string; readonly cascade?: undefined }
+  | { readonly name: string; readonly cascade: CascadeEntry; readonly model?: undefined };
+
+export interface TenantAdapter {
+  readonly name: string;
+  readonly model: string;
+  readonly isDefault: boolean;
+}
+
+export interface Tenant {
+  readonly id: string;
+  readonly tier: string;
+  /** Model ids the tenant may use; undefined means all. */
+  readonly allowedModels?: ReadonlySet<string>;
+  readonly adapters: ReadonlyMap<string, TenantAdapter>;
+  /** Base model id → the adapter applied to this tenant's requests for it. */
+  readonly defaultAdapters: ReadonlyMap<string, string>;
+  readonly quotas: { readonly requestsPerMinute?: number; readonly tokensPerMinute?: number };
+  readonly defaultPriority: Priority;
+}
+
+export interface ReplicaSpec {
+  readonly id: string;
+  readonly url: string;
+  readonly engine: Engine;
+  readonly adapters: readonly string[];
+  readonly maxLoras: number;
+  readonly maxNumSeqs: number;
+  readonly maxQueue: number;
+  readonly draining: boolean;
+}
+
+export interface StrategySlot {
+  readonly name: string;
+  readonly definition: StrategyDefinition<unknown>;
+  readonly instance: StrategyInstance;
+}
+
+export interface UpstreamSettings {
+  readonly connectTimeoutMs: number;
+  readonly headersTimeoutMs: number;
+  readonly bodyTimeoutMs: number;
+  readonly connections: number;
+}
+
+export interface Pool {
+  /** model@version/name: unique across the policy. */
+  readonly key: string;
+  readonly name: string;
+  readonly model: string;
+  readonly version: string;
+  readonly maxModelLen?: number;
+  readonly replicas: readonly ReplicaSpec[];
+  readonly chain: readonly StrategySlot[];
+  readonly saturation: { readonly kvUsage: number; readonly queueDepth: number };
+  readonly capacity: { readonly queueDepth: number; readonly retryAfterS: number };
+  readonly weights: LoadScoreWeights;
+  readonly waitEstimate: { readonly msPerQueuedRequest: number; readonly prefillMsPer1kTokens: number };
+  readonly upstream: UpstreamSettings;
+}
+
+export interface RouterSettings {
+  readonly maxStalenessMs: number;
+  readonly scrapeIntervalMs: number;
+  readonly healthIntervalMs: number;
+  readonly charsPerToken: number;
+  readonly defaultMaxTokens: number;
+  readonly prefixBlockChars: number;
+  readonly prefixMaxBlocks: number;
+  readonly bodyLimitBytes: number;
+  /** Absolute paths. */
+  readonly pluginDirs: readonly string[];
+}
+
+export interface Snapshot {
+  /** Counts reloads in one process; 1 for the first policy. */
+  readonly generation: number;
+  /** Content hash of every policy file: equal hashes, equal policies. */
+  readonly hash: string;
+  readonly files: readonly string[];
+  readonly models: ReadonlyMap<string, ModelEntry>;
+  readonly aliases: ReadonlyMap<string, AliasEntry>;
+  /** Adapter name → its base model; which tenants may use it is on the tenant. */
+  readonly adapters: ReadonlyMap<string, string>;
+  readonly tenantsByKeyHash: ReadonlyMap<string, Tenant>;
+  readonly tenantsById: ReadonlyMap<string, Tenant>;
+  readonly anonymousTenant?: Tenant;
+  /** model@version → its pools, in policy order. */
+  readonly poolsByVersion: ReadonlyMap<string, readonly Pool[]>;
+  readonly pools: readonly Pool[];
+  readonly replicas: ReadonlyMap<string, ReplicaSpec>;
+  readonly poolRules: { readonly defaultPool: string; readonly rules: RuleSet<string> };
+  readonly settings: RouterSettings;
+}
+
+export const versionKey = (model: string, version: string) => `${model}@${version}`;
+
+/** Every strategy instance of a snapshot, for disposal when it is replaced. */
+export function strategyInstances(snapshot: Snapshot): StrategyInstance[] {
+  return snapshot.pools.flatMap((pool) => pool.chain.map((slot) => slot.instance));
+}

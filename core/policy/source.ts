@@ -1,0 +1,86 @@
+// Reads policy files (YAML or JSON, any mix) keeping where every value came
+// from, so a problem found later can be reported as FILE:LINE:COL.
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { basename, join, relative } from 'node:path';
+import { isMap, isPair, isScalar, LineCounter, parseDocument, type Document, type Node } from 'yaml';
+import type { PolicyProblem } from './problems.ts';
+
+export type PathSegment = string | number;
+
+export interface PolicySource {
+  /** The file as the user should see it (relative to the working directory when possible). */
+  readonly file: string;
+  readonly text: string;
+  readonly data: unknown;
+  /** Where the value at `path` (or, with `key`, that key of it) starts. */
+  locate(path: readonly PathSegment[], key?: string): { line: number; col: number };
+}
+
+const POLICY_EXTENSIONS = /\.(ya?ml|json)$/i;
+
+/** Policy files of a directory, sorted; hidden entries (ConfigMap ..data, editor temp files) skipped. */
+export function listPolicyFiles(dir: string): string[] {
+  return readdirSync(dir)
+    .filter((name) => !name.startsWith('.') && POLICY_EXTENSIONS.test(name))
+    .map((name) => join(dir, name))
+    .filter((path) => statSync(path).isFile())
+    .sort();
+}
+
+export function displayPath(path: string): string {
+  const rel = relative(process.cwd(), path);
+  return rel && !rel.startsWith('..') ? rel : path;
+}
+
+/** Parses one file; YAML syntax errors come back as problems. */
+export function parsePolicyText(file: string, text: string): { source?: PolicySource; problems: PolicyProblem[] } {
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  const position = (offset: number) => {
+    const { line, col } = lineCounter.linePos(offset);
+    return { line, col };
+  };
+  if (doc.errors.length > 0) {
+    return {
+      problems: doc.errors.map((error) => ({
+        file,
+        ...position(error.pos[0]),
+        message: `${basename(file).endsWith('.json') ? 'JSON' : 'YAML'} syntax: ${firstLine(error.message)}`,
+      })),
+    };
+  }
+  const data = doc.toJS({ maxAliasCount: 100 });
+  return {
+    problems: [],
+    source: { file, text, data, locate: (path, key) => position(offsetOf(doc, path, key)) },
+  };
+}
+
+export function readPolicySource(path: string): { source?: PolicySource; problems: PolicyProblem[] } {
+  return parsePolicyText(displayPath(path), readFileSync(path, 'utf8'));
+}
+
+function offsetOf(doc: Document, path: readonly PathSegment[], key?: string): number {
+  // Walk down as far as the path exists: a missing value is reported at its parent.
+  let node: unknown = doc.contents;
+  let offset = rangeStart(node) ?? 0;
+  for (const segment of path) {
+    const child = (node as { get?: (k: unknown, keep: boolean) => unknown })?.get?.(segment, true);
+    if (child === undefined) break;
+    node = child;
+    offset = rangeStart(node) ?? offset;
+  }
+  if (key !== undefined && isMap(node)) {
+    const pair = node.items.find((item) => isPair(item) && isScalar(item.key) && item.key.value === key);
+    if (pair && isPair(pair)) offset = rangeStart(pair.key) ?? offset;
+  }
+  return offset;
+}
+
+function rangeStart(node: unknown): number | undefined {
+  return (node as Node | null)?.range?.[0];
+}
+
+function firstLine(message: string): string {
+  return message.split('\n')[0];
+}

@@ -1,0 +1,146 @@
+// Rules are written in json-rules-engine's format and judged by its operators,
+// but evaluated on the hot path as compiled synchronous predicates: a shared
+// json-rules-engine Engine is not safe for concurrent run() calls (DESIGN.md),
+// costs 16–120 µs a run and is async, while a routing decision must be pure,
+// synchronous and cheap. `reference.ts` runs the real engine, and the tests
+// check that both agree on thousands of facts.
+import { Engine, Rule } from 'json-rules-engine';
+
+export type Facts = Readonly<Record<string, unknown>>;
+export type Predicate = (facts: Facts) => boolean;
+
+/** A rule as written in policy (json-rules-engine's shape). */
+export interface RuleSpec {
+  readonly name: string;
+  readonly priority?: number;
+  readonly conditions: ConditionSpec;
+  readonly event: { readonly type: string; readonly params?: Record<string, unknown> };
+}
+
+export type ConditionSpec = Record<string, unknown>;
+
+export interface CompiledRule<Target> {
+  readonly name: string;
+  readonly priority: number;
+  readonly target: Target;
+  readonly test: Predicate;
+}
+
+/** Rules in evaluation order: higher priority first, then file order. */
+export interface RuleSet<Target> {
+  readonly rules: readonly CompiledRule<Target>[];
+}
+
+export interface RuleMatch<Target> {
+  readonly rule?: CompiledRule<Target>;
+  /** Rules that matched but whose target was not acceptable, and why. */
+  readonly skipped: readonly { rule: string; why: string }[];
+}
+
+export class RuleCompileError extends Error {
+  /** Path below the condition that is wrong. */
+  readonly path: readonly (string | number)[];
+  constructor(path: readonly (string | number)[], message: string) {
+    super(message);
+    this.path = path;
+  }
+}
+
+// Only its operator map is used: read-only after construction, so sharing is safe.
+const operatorSource = new Engine([], { allowUndefinedFacts: true });
+
+interface OperatorLike {
+  evaluate(factValue: unknown, jsonValue: unknown): boolean;
+}
+
+function operator(name: string, path: readonly (string | number)[]): OperatorLike {
+  const op = (operatorSource as unknown as { operators: { get(n: string): OperatorLike | null | undefined } }).operators.get(name);
+  if (!op) throw new RuleCompileError([...path, 'operator'], `unknown operator "${name}"`);
+  return op;
+}
+
+const BOOLEAN_KEYS = ['all', 'any', 'not', 'fact'] as const;
+
+export function compileCondition(condition: ConditionSpec, path: readonly (string | number)[] = []): Predicate {
+  const present = BOOLEAN_KEYS.filter((key) => key in condition);
+  if (present.length !== 1) {
+    throw new RuleCompileError(
+      path,
+      present.length === 0
+        ? 'a condition needs one of all, any, not, or fact + operator + value'
+        : `a condition takes one of ${present.join(', ')}, not several`,
+    );
+  }
+  if ('all' in condition) {
+    const parts = (condition.all as ConditionSpec[]).map((c, i) => compileCondition(c, [...path, 'all', i]));
+    return (facts) => {
+      for (const part of parts) if (!part(facts)) return false;
+      return true;
+    };
+  }
+  if ('any' in condition) {
+    const parts = (condition.any as ConditionSpec[]).map((c, i) => compileCondition(c, [...path, 'any', i]));
+    return (facts) => {
+      for (const part of parts) if (part(facts)) return true;
+      return false;
+    };
+  }
+  if ('not' in condition) {
+    const inner = compileCondition(condition.not as ConditionSpec, [...path, 'not']);
+    return (facts) => !inner(facts);
+  }
+  const fact = condition.fact as string;
+  const op = operator(condition.operator as string, path);
+  const value = condition.value;
+  // json-rules-engine lets a value name another fact: { fact: 'maxTokens' }.
+  if (value !== null && typeof value === 'object' && !Array.isArray(value) && 'fact' in value) {
+    const other = (value as { fact: string }).fact;
+    return (facts) => op.evaluate(facts[fact], facts[other]);
+  }
+  return (facts) => op.evaluate(facts[fact], value);
+}
+
+/**
+ * Compiles rules whose event names a target in `event.params[param]`.
+ * Also builds each with json-rules-engine's own Rule class, so anything the
+ * engine itself would refuse is refused here too.
+ */
+export function compileRuleSet<Target = string>(
+  specs: readonly RuleSpec[],
+  param: string,
+  toTarget: (value: string) => Target = (value) => value as Target,
+): RuleSet<Target> {
+  const compiled = specs.map((spec, index) => {
+    const target = spec.event.params?.[param];
+    if (typeof target !== 'string' || target.length === 0) {
+      throw new RuleCompileError([index, 'event'], `rule "${spec.name}": its event names no ${param} (event.params.${param})`);
+    }
+    let test: Predicate;
+    try {
+      test = compileCondition(spec.conditions, [index, 'conditions']);
+      new Rule(spec as unknown as ConstructorParameters<typeof Rule>[0]);
+    } catch (error) {
+      if (error instanceof RuleCompileError) throw error;
+      throw new RuleCompileError([index], `rule "${spec.name}": ${(error as Error).message}`);
+    }
+    return { index, rule: { name: spec.name, priority: spec.priority ?? 1, target: toTarget(target), test } };
+  });
+  compiled.sort((a, b) => b.rule.priority - a.rule.priority || a.index - b.index);
+  return { rules: compiled.map((c) => c.rule) };
+}
+
+/** The first rule that matches and whose target `accept` takes (first match wins). */
+export function firstMatch<Target>(
+  set: RuleSet<Target>,
+  facts: Facts,
+  accept?: (target: Target) => string | null,
+): RuleMatch<Target> {
+  let skipped: { rule: string; why: string }[] | undefined;
+  for (const rule of set.rules) {
+    if (!rule.test(facts)) continue;
+    const refusal = accept?.(rule.target) ?? null;
+    if (refusal === null) return { rule, skipped: skipped ?? [] };
+    (skipped ??= []).push({ rule: rule.name, why: refusal });
+  }
+  return { skipped: skipped ?? [] };
+}
