@@ -50,6 +50,18 @@ export function unitInterval(key: string, seed = 0): number {
   return hashString(key, seed) / 0x1_0000_0000;
 }
 
+// Replica ids repeat on every request: hash each once.
+const idHashes = new Map<string, number>();
+function idHash(id: string): number {
+  let h = idHashes.get(id);
+  if (h === undefined) {
+    if (idHashes.size >= 65_536) idHashes.clear();
+    h = hashString(id);
+    idHashes.set(id, h);
+  }
+  return h;
+}
+
 /**
  * Rendezvous (highest-random-weight) hashing: orders `items` by their weight
  * for `key`. Removing one of N items moves only the keys that item owned,
@@ -57,7 +69,7 @@ export function unitInterval(key: string, seed = 0): number {
  */
 export function rendezvousOrder<T>(key: string, items: readonly T[], idOf: (item: T) => string): T[] {
   const keyHash = hashString(key);
-  const weighted = items.map((item) => ({ item, weight: mixHashes(keyHash, hashString(idOf(item))) }));
+  const weighted = items.map((item) => ({ item, weight: mixHashes(keyHash, idHash(idOf(item))) }));
   weighted.sort((a, b) => b.weight - a.weight || (idOf(a.item) < idOf(b.item) ? -1 : 1));
   return weighted.map((w) => w.item);
 }
@@ -68,7 +80,7 @@ export function rendezvousOwner<T>(key: string, items: readonly T[], idOf: (item
   let best: T | undefined;
   let bestWeight = -1;
   for (const item of items) {
-    const weight = mixHashes(keyHash, hashString(idOf(item)));
+    const weight = mixHashes(keyHash, idHash(idOf(item)));
     if (weight > bestWeight) {
       best = item;
       bestWeight = weight;

@@ -63,7 +63,7 @@ export function loadSignals(
 ): LoadSignals {
   const inFlight = state?.inFlight ?? 0;
   const ageMs = state?.scrapedAt !== undefined ? Math.max(0, now - state.scrapedAt) : Infinity;
-  const loadedAdapters = state?.loadedAdapters ?? spec.adapters;
+  const loadedAdapters = adaptersOf(spec, state?.loadedAdapters);
   if (ageMs > maxStalenessMs) {
     return {
       kvUsage: Math.min(1, inFlight / spec.maxNumSeqs),
@@ -85,4 +85,14 @@ export function loadSignals(
     ageMs,
     stale: false,
   };
+}
+
+/**
+ * vLLM reports the adapters of its last step's requests, not all it holds:
+ * an idle engine reports none. The policy's preloaded adapters stay counted.
+ */
+function adaptersOf(spec: ReplicaSpec, scraped: readonly string[] | undefined): readonly string[] {
+  if (!scraped || scraped.length === 0) return spec.adapters;
+  if (spec.adapters.length === 0) return scraped;
+  return [...new Set([...spec.adapters, ...scraped])];
 }

@@ -39,7 +39,8 @@ export class ReplicaClient {
     const timer = setTimeout(() => deadline.abort(new Error(`no answer within ${this.timeoutMs} ms`)), this.timeoutMs);
     timer.unref();
     const onAbort = (): void => deadline.abort(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
     try {
       const response = await this.pool.request({
         method: 'GET',

@@ -1,0 +1,109 @@
+// Shared test helpers: the bundled policy, requests as a client sends them,
+// and a fleet whose signals a test sets by hand.
+import { decide, type Decision, type DecideOptions } from '../../core/decide/decide.ts';
+import { createEnv, type DecideEnv } from '../../core/decide/env.ts';
+import { requestFacts } from '../../core/facts/request-facts.ts';
+import type { Endpoint } from '../../core/facts/request-schemas.ts';
+import type { FleetView, ReplicaState } from '../../core/fleet/types.ts';
+import { builtinRegistry } from '../../core/plugins/builtins.ts';
+import { loadPolicyDir, loadPolicyTexts } from '../../core/policy/load.ts';
+import { formatProblem } from '../../core/policy/problems.ts';
+import type { Snapshot } from '../../core/policy/snapshot.ts';
+
+export const POLICIES = new URL('../../policies/', import.meta.url).pathname;
+
+export function bundledPolicy(seed: number | string = 1): Snapshot {
+  const result = loadPolicyDir(POLICIES, { registry: builtinRegistry, seed });
+  if (!result.snapshot) throw new Error(result.problems.map(formatProblem).join('\n'));
+  return result.snapshot;
+}
+
+export function policyFrom(files: Record<string, string>, seed: number | string = 1): Snapshot {
+  const result = loadPolicyTexts(files, { registry: builtinRegistry, seed });
+  if (!result.snapshot) throw new Error(result.problems.map(formatProblem).join('\n'));
+  return result.snapshot;
+}
+
+export interface TestRequest {
+  model?: string;
+  content?: string;
+  messages?: { role: string; content: string }[];
+  key?: string;
+  conversation?: string;
+  priority?: string;
+  deadlineMs?: number;
+  maxTokens?: number;
+  endpoint?: Endpoint;
+  body?: unknown;
+  id?: string;
+}
+
+let counter = 0;
+
+export function facts(r: TestRequest) {
+  const headers: Record<string, string> = {};
+  if (r.key) headers.authorization = `Bearer ${r.key}`;
+  if (r.conversation) headers['x-conversation-id'] = r.conversation;
+  if (r.priority) headers['x-priority'] = r.priority;
+  if (r.deadlineMs !== undefined) headers['x-deadline-ms'] = String(r.deadlineMs);
+  const body = r.body ?? {
+    model: r.model ?? 'chat-small',
+    messages: r.messages ?? [{ role: 'user', content: r.content ?? 'Hello there' }],
+    ...(r.maxTokens !== undefined ? { max_tokens: r.maxTokens } : {}),
+  };
+  return requestFacts({ requestId: r.id ?? `t-${++counter}`, endpoint: r.endpoint ?? 'chat', headers, body });
+}
+
+/** A fleet whose replica states the test sets; unknown replicas are unobserved. */
+export class ManualFleet implements FleetView {
+  readonly states = new Map<string, ReplicaState>();
+  constructor(private readonly now: () => number = () => 0) {}
+  set(id: string, state: Partial<ReplicaState> & { ageMs?: number }): this {
+    const { ageMs, ...rest } = state;
+    this.states.set(id, { health: 'ready', inFlight: 0, scrapedAt: this.now() - (ageMs ?? 0), ...rest });
+    return this;
+  }
+  replica(id: string): ReplicaState | undefined {
+    return this.states.get(id);
+  }
+}
+
+export function route(
+  snapshot: Snapshot,
+  r: TestRequest,
+  fleet: FleetView = new ManualFleet(),
+  env: DecideEnv = createEnv({ now: () => 0 }),
+  options: DecideOptions = {},
+): Decision {
+  // The pick budget is wall-clock: a GC pause on a busy CI machine could trip
+  // it and make an exact-outcome test flaky. Budget overruns have their own test.
+  return decide(facts(r), snapshot, fleet, env, { pickBudgetMs: 1000, ...options });
+}
+
+/** A long prompt of about `tokens` tokens at 4 characters a token. */
+export function promptOf(tokens: number): string {
+  return 'lorem ipsum dolor sit amet '.repeat(Math.ceil((tokens * 4) / 27)).slice(0, tokens * 4);
+}
+
+/** One model, one general pool with `replicas` replicas and the given strategy chain. */
+export function singlePool(options: {
+  strategies: unknown[];
+  replicas?: number;
+  replicaFields?: string;
+  pool?: string;
+  tenants?: string;
+  settings?: string;
+  seed?: number | string;
+}): Snapshot {
+  const n = options.replicas ?? 4;
+  const replicas = Array.from({ length: n }, (_, i) => `      - { id: r${i}, url: "http://127.0.0.1:${9000 + i}"${options.replicaFields ? `, ${options.replicaFields}` : ''} }`).join('\n');
+  return policyFrom(
+    {
+      'models.yaml': 'kind: models\nmodels:\n  - id: m\n    versions: [{ version: v1 }]\n',
+      'pools.yaml': `kind: pools\npools:\n  - name: general\n    model: m\n    version: v1\n${options.pool ?? ''}    strategies: ${JSON.stringify(options.strategies)}\n    replicas:\n${replicas}\n`,
+      'tenants.yaml': options.tenants ?? 'kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free }\n',
+      ...(options.settings ? { 'settings.yaml': options.settings } : {}),
+    },
+    options.seed ?? 1,
+  );
+}
