@@ -18,7 +18,7 @@ import { UsageError } from './usage.ts';
 
 const HELP = `Usage: switchyard explain --policies DIR --request FILE [--header 'Name: value']... [--fleet FILE] [--json] [--seed N]
 
-  --request FILE   an OpenAI request body (JSON or YAML): messages → chat, prompt → completions, input → embeddings
+  --request FILE   an OpenAI request body (JSON or YAML; - for stdin): messages → chat, prompt → completions, input → embeddings
   --header H       a request header, e.g. 'Authorization: Bearer sk-demo-premium' or 'x-conversation-id: c-42'
   --fleet FILE     replica load: replicas: { ID: { kv_usage, queue_depth, running, in_flight, health, loaded_adapters, age_ms } }
   --json           one JSON object: model, version, adapter, pool, replica, reason, status, retryAfter, trace`;
@@ -53,7 +53,7 @@ export function runExplain(argv: string[]): number {
 
   let body: unknown;
   try {
-    body = parse(readFileSync(values.request, 'utf8'));
+    body = parse(readFileSync(values.request === '-' ? 0 : values.request, 'utf8'));
   } catch (error) {
     throw new UsageError(`cannot read request file ${values.request}: ${(error as Error).message.split('\n')[0]}`);
   }

@@ -91,11 +91,11 @@ export function compilePolicy(
 
   // Models and their versions.
   const models = new Map<string, ModelEntry>();
-  const modelOrigin = new Map<string, string>();
+  const modelOrigin = new Map<string, { source: PolicySource; index: number }>();
   for (const { source, doc } of ofKind('models')) {
     (doc.models ?? []).forEach((m: Doc, i: number) => {
       const path = ['models', i];
-      if (models.has(m.id)) return report(source, [...path, 'id'], `model "${m.id}" is defined twice (also in ${modelOrigin.get(m.id)})`);
+      if (models.has(m.id)) return report(source, [...path, 'id'], `model "${m.id}" is defined twice (first at ${modelOrigin.get(m.id)!.source.file}:${modelOrigin.get(m.id)!.source.locate(['models', modelOrigin.get(m.id)!.index]).line})`);
       if (!m.versions === !m.cold) return report(source, path, `model "${m.id}" needs either versions (deployed) or cold (loaded on demand), not ${m.cold ? 'both' : 'neither'}`);
       const seen = new Set<string>();
       (m.versions ?? []).forEach((v: Doc, j: number) => {
@@ -111,7 +111,7 @@ export function compilePolicy(
         totalWeight,
         cold: m.cold ? { loadHook: m.cold.load_hook, retryAfterS: m.cold.retry_after_s } : undefined,
       });
-      modelOrigin.set(m.id, source.file);
+      modelOrigin.set(m.id, { source, index: i });
     });
   }
   const unknownModel = (id: string) => {
@@ -310,13 +310,11 @@ export function compilePolicy(
   }
 
   // Every deployed version needs somewhere to go.
-  for (const { source, doc } of ofKind('models')) {
-    (doc.models ?? []).forEach((m: Doc, i: number) => {
-      (m.versions ?? []).forEach((v: Doc, j: number) => {
-        if (v.weight > 0 && models.get(m.id) && !poolsByVersion.has(versionKey(m.id, v.version))) {
-          report(source, ['models', i, 'versions', j], `version "${v.version}" of "${m.id}" gets traffic but no pool serves it`);
-        }
-      });
+  for (const [id, { source, index }] of modelOrigin) {
+    models.get(id)!.versions.forEach((v, j) => {
+      if (v.weight > 0 && !poolsByVersion.has(versionKey(id, v.version))) {
+        report(source, ['models', index, 'versions', j], `version "${v.version}" of "${id}" gets traffic but no pool serves it`);
+      }
     });
   }
 
