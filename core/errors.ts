@@ -8,6 +8,7 @@ export const REJECTIONS = {
   model_not_allowed: { status: 403, type: 'permission_error' },
   adapter_not_allowed: { status: 403, type: 'permission_error' },
   model_not_found: { status: 404, type: 'not_found_error' },
+  route_not_found: { status: 404, type: 'not_found_error' },
   payload_too_large: { status: 413, type: 'invalid_request_error' },
   quota_exceeded: { status: 429, type: 'rate_limit_error' },
   model_cold: { status: 503, type: 'service_unavailable_error' },

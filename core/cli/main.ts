@@ -8,6 +8,8 @@ type Command = (argv: string[]) => Promise<number | void> | number | void;
 const commands: Record<string, () => Promise<Command>> = {
   validate: async () => runValidate,
   explain: async () => runExplain,
+  serve: async () => (await import('./serve.ts')).runServe,
+  emulate: async () => (await import('../../sim/emulator/command.ts')).runEmulateCommand,
 };
 
 export function registerCommand(name: string, load: () => Promise<Command>): void {

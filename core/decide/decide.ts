@@ -31,6 +31,8 @@ export interface Decision {
   readonly upstreamModel?: string;
   /** What picked the replica, or why the request was rejected. */
   readonly reason: string;
+  /** The strategy that picked the replica. */
+  readonly strategy?: string;
   readonly rejection?: Rejection;
   /** Set for a cold-tier model: the router should ask for a load. */
   readonly action?: { readonly type: 'trigger_load'; readonly model: string; readonly url: string };
@@ -45,6 +47,8 @@ export interface DecideOptions extends ChainHooks {
   readonly excludeReplicas?: ReadonlySet<string>;
   /** Pre-hashed prompt blocks (trace replay, simulator) instead of hashing the prompt text. */
   readonly blockHashes?: readonly number[];
+  /** A retry of an admitted request: its quota was taken already. */
+  readonly quotaTaken?: boolean;
 }
 
 export function decide(
@@ -134,7 +138,7 @@ export function decide(
 
   // 4. Admit or reject.
   const cost = { requests: 1, tokens: facts.promptTokens + maxTokens };
-  const overQuota = quotaRejection(env.quota, tenant, cost, now);
+  const overQuota = options.quotaTaken ? undefined : quotaRejection(env.quota, tenant, cost, now);
   if (overQuota) {
     trace.admit = { decidedBy: 'quota', reason: overQuota.message, facts: { tokens: cost.tokens } };
     return rejected(requestId, overQuota, trace, tenant, undefined, chosen);
@@ -144,7 +148,7 @@ export function decide(
     trace.admit = { decidedBy: 'deadline', reason: late.message, facts: { deadlineMs: facts.deadlineMs } };
     return rejected(requestId, late, trace, tenant, undefined, chosen);
   }
-  env.quota.take(tenant.id, cost, tenant.quotas, now);
+  if (!options.quotaTaken) env.quota.take(tenant.id, cost, tenant.quotas, now);
   for (const slot of pool.chain) {
     try {
       slot.instance.onRouted?.(routed, replica.id);
@@ -167,6 +171,7 @@ export function decide(
     replicaUrl: replica.url,
     upstreamModel: adapter ?? model.id,
     reason: `${replicaStep.strategy}: ${replicaStep.trace.reason}`,
+    strategy: replicaStep.strategy,
     trace,
     routed,
     poolRef: pool,

@@ -1,0 +1,36 @@
+// The most recent decisions, newest first, for /admin/decisions: when routing
+// goes wrong you need to see the decision. A fixed ring: memory stays bounded.
+import { decisionJson, type Decision } from '../decide/decide.ts';
+
+export interface LoggedDecision {
+  readonly at: string;
+  readonly decision: Decision;
+  /** Set when the request was retried, failed upstream, or ended. */
+  outcome?: string;
+}
+
+export class DecisionLog {
+  private readonly ring: (LoggedDecision | undefined)[];
+  private next = 0;
+
+  constructor(readonly capacity = 1000) {
+    this.ring = new Array(capacity);
+  }
+
+  add(decision: Decision, now = Date.now()): LoggedDecision {
+    const entry: LoggedDecision = { at: new Date(now).toISOString(), decision };
+    this.ring[this.next] = entry;
+    this.next = (this.next + 1) % this.capacity;
+    return entry;
+  }
+
+  recent(limit: number): Record<string, unknown>[] {
+    const out: Record<string, unknown>[] = [];
+    for (let i = 1; i <= Math.min(limit, this.capacity); i++) {
+      const entry = this.ring[(this.next - i + this.capacity) % this.capacity];
+      if (!entry) break;
+      out.push({ at: entry.at, ...(entry.outcome ? { outcome: entry.outcome } : {}), ...decisionJson(entry.decision) });
+    }
+    return out;
+  }
+}

@@ -1,0 +1,104 @@
+// The router's Prometheus metrics (prom-client). Labels are bounded: model,
+// pool, replica, outcome, reason — never conversation ids, prefixes or
+// request ids, whose values grow without end.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export class RouterMetrics {
+  readonly registry = new Registry();
+
+  readonly requests = new Counter({
+    name: 'switchyard_requests_total',
+    help: 'Requests by model, pool and outcome (ok, rejected, upstream_error, aborted).',
+    labelNames: ['model', 'pool', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly decisions = new Counter({
+    name: 'switchyard_replica_decisions_total',
+    help: 'Replica picks by pool, replica and the strategy that picked.',
+    labelNames: ['pool', 'replica', 'strategy'] as const,
+    registers: [this.registry],
+  });
+  readonly rejections = new Counter({
+    name: 'switchyard_rejections_total',
+    help: 'Rejected requests by reason code.',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly decisionSeconds = new Histogram({
+    name: 'switchyard_decision_duration_seconds',
+    help: 'Time to build the request facts and make the four decisions.',
+    buckets: [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.005],
+    registers: [this.registry],
+  });
+  readonly ttfbSeconds = new Histogram({
+    name: 'switchyard_upstream_ttfb_seconds',
+    help: "Time from dispatch to the engine's first response byte, by pool.",
+    labelNames: ['pool'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+  readonly upstreamSeconds = new Histogram({
+    name: 'switchyard_upstream_duration_seconds',
+    help: 'Time from dispatch to the last response byte, by pool.',
+    labelNames: ['pool'] as const,
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+    registers: [this.registry],
+  });
+  readonly retries = new Counter({
+    name: 'switchyard_retries_total',
+    help: 'Requests retried on another replica before the first byte, by pool and cause.',
+    labelNames: ['pool', 'cause'] as const,
+    registers: [this.registry],
+  });
+  readonly strategyFaults = new Counter({
+    name: 'switchyard_strategy_faults_total',
+    help: 'Strategy picks skipped because the strategy threw, answered badly or overran its budget.',
+    labelNames: ['strategy', 'fault'] as const,
+    registers: [this.registry],
+  });
+  readonly policyGeneration = new Gauge({
+    name: 'switchyard_policy_generation',
+    help: 'Generation of the policy snapshot in use.',
+    registers: [this.registry],
+  });
+  readonly policyReloads = new Counter({
+    name: 'switchyard_policy_reloads_total',
+    help: 'Policy reloads by result (ok, error, unchanged).',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+  readonly replicaKvUsage = new Gauge({
+    name: 'switchyard_replica_kv_usage',
+    help: 'KV cache usage (0..1) last scraped from each replica.',
+    labelNames: ['replica', 'pool'] as const,
+    registers: [this.registry],
+  });
+  readonly replicaQueue = new Gauge({
+    name: 'switchyard_replica_queue_depth',
+    help: 'Requests waiting in each replica, last scraped.',
+    labelNames: ['replica', 'pool'] as const,
+    registers: [this.registry],
+  });
+  readonly replicaInFlight = new Gauge({
+    name: 'switchyard_replica_in_flight',
+    help: 'Requests this router has in flight on each replica.',
+    labelNames: ['replica', 'pool'] as const,
+    registers: [this.registry],
+  });
+  readonly replicaSignalAge = new Gauge({
+    name: 'switchyard_replica_signal_age_seconds',
+    help: 'Age of the scraped load signals of each replica (+Inf before the first scrape).',
+    labelNames: ['replica', 'pool'] as const,
+    registers: [this.registry],
+  });
+  readonly replicaHealthy = new Gauge({
+    name: 'switchyard_replica_ready',
+    help: '1 when the replica takes new requests (ready or not yet checked), else 0.',
+    labelNames: ['replica', 'pool'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(options: { defaultMetrics?: boolean } = {}) {
+    if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'switchyard_process_' });
+  }
+}

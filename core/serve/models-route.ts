@@ -1,0 +1,60 @@
+// GET /v1/models: the aliases, models and adapters the caller's tenant may
+// use, in OpenAI's list shape (adapters carry `parent`, as vLLM lists them).
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { errorBody, rejection } from '../errors.ts';
+import { sha256Hex } from '../facts/request-facts.ts';
+import type { Snapshot, Tenant } from '../policy/snapshot.ts';
+import { rejectionHeaders } from './rejections.ts';
+
+interface ModelCard {
+  id: string;
+  object: 'model';
+  created: number;
+  owned_by: string;
+  parent?: string;
+  switchyard?: Record<string, unknown>;
+}
+
+export function tenantOf(snapshot: Snapshot, authorization: string | undefined): Tenant | undefined {
+  const key = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1];
+  return key ? snapshot.tenantsByKeyHash.get(sha256Hex(key)) : snapshot.anonymousTenant;
+}
+
+export function listModels(snapshot: Snapshot, tenant: Tenant): ModelCard[] {
+  const created = 0;
+  const allowed = (id: string) => !tenant.allowedModels || tenant.allowedModels.has(id);
+  const cards: ModelCard[] = [];
+  for (const model of snapshot.models.values()) {
+    if (!allowed(model.id)) continue;
+    cards.push({
+      id: model.id,
+      object: 'model',
+      created,
+      owned_by: 'switchyard',
+      switchyard: model.cold ? { kind: 'model', cold: true } : { kind: 'model', versions: model.versions.map((v) => v.version) },
+    });
+  }
+  for (const alias of snapshot.aliases.values()) {
+    if (alias.model !== undefined) {
+      if (allowed(alias.model)) cards.push({ id: alias.name, object: 'model', created, owned_by: 'switchyard', switchyard: { kind: 'alias', model: alias.model } });
+    } else {
+      cards.push({ id: alias.name, object: 'model', created, owned_by: 'switchyard', switchyard: { kind: 'cascade', cascade: alias.cascade.name } });
+    }
+  }
+  for (const adapter of tenant.adapters.values()) {
+    cards.push({ id: adapter.name, object: 'model', created, owned_by: tenant.id, parent: adapter.model, switchyard: { kind: 'adapter' } });
+  }
+  return cards;
+}
+
+export function modelsHandler(current: () => Snapshot) {
+  return async (request: FastifyRequest, reply: FastifyReply) => {
+    const snapshot = current();
+    const tenant = tenantOf(snapshot, request.headers.authorization);
+    if (!tenant) {
+      const r = rejection('invalid_api_key', request.headers.authorization ? 'Incorrect API key provided.' : 'An API key is required: send "Authorization: Bearer <key>".');
+      return reply.code(r.status).headers(rejectionHeaders(r, request.id)).send(errorBody(r));
+    }
+    return { object: 'list', data: listModels(snapshot, tenant) };
+  };
+}

@@ -1,0 +1,201 @@
+// The request path of `serve`: facts → decide() → forward, with one retry
+// before the first byte, in-flight accounting, metrics and a log line. The
+// snapshot a request starts on is the one it finishes on.
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { decide, type Decision } from '../decide/decide.ts';
+import type { DecideEnv } from '../decide/env.ts';
+import type { StrategyFault } from '../decide/replica.ts';
+import { rejection } from '../errors.ts';
+import { requestFacts, type RequestFacts } from '../facts/request-facts.ts';
+import type { Endpoint } from '../facts/request-schemas.ts';
+import { charsPerTokenEstimator, type TokenEstimator } from '../facts/tokens.ts';
+import type { FleetView } from '../fleet/types.ts';
+import type { DecisionLog } from '../observe/decision-log.ts';
+import type { RouterMetrics } from '../observe/metrics.ts';
+import type { Pool, ReplicaSpec, Snapshot } from '../policy/snapshot.ts';
+import type { ColdLoads } from './cold-loads.ts';
+import { attempt, type AttemptResult } from './forward.ts';
+import { writeRejection } from './rejections.ts';
+import type { Upstreams } from './upstream.ts';
+
+/** Where requests get their snapshot: acquired at arrival, released when the response ends. */
+export interface PolicySource {
+  current(): Snapshot;
+  acquire(): { readonly snapshot: Snapshot; release(): void };
+}
+
+/** The fleet as the proxy uses it: signals, plus its own in-flight counts and failure reports. */
+export interface RouterFleet extends FleetView {
+  acquire(id: string): () => void;
+  markFailure(id: string, error?: string): void;
+}
+
+export interface ProxyDeps {
+  readonly policy: PolicySource;
+  readonly fleet: RouterFleet;
+  readonly upstreams: Upstreams;
+  readonly env: DecideEnv;
+  readonly metrics: RouterMetrics;
+  readonly decisions: DecisionLog;
+  readonly coldLoads: ColdLoads;
+  /** The URL to reach a replica at (emulate:// replicas run on loopback ports). */
+  urlOf(replica: ReplicaSpec): string;
+  /** A strategy misbehaved (logged at most once per interval per plugin by the caller). */
+  onStrategyFault?(pool: Pool, strategy: string, fault: StrategyFault, detail: string): void;
+}
+
+const estimators = new WeakMap<Snapshot, TokenEstimator>();
+function estimatorOf(snapshot: Snapshot): TokenEstimator {
+  let estimator = estimators.get(snapshot);
+  if (!estimator) estimators.set(snapshot, (estimator = charsPerTokenEstimator(snapshot.settings.charsPerToken)));
+  return estimator;
+}
+
+// Header values must be printable ASCII; reasons are for humans and may not be.
+const asciiHeader = (text: string) => text.replace(/[^\x20-\x7e]/g, '?').slice(0, 200);
+
+export function proxyHandler(deps: ProxyDeps, endpoint: Endpoint, path: string) {
+  return async function handle(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    reply.hijack(); // we write the raw response ourselves, as bytes arrive
+    const lease = deps.policy.acquire();
+    try {
+      await route(deps, lease.snapshot, endpoint, path, request, reply);
+    } catch (error) {
+      request.log.error({ err: error }, 'proxy failure');
+      writeRejection(reply.raw, rejection('internal_error', 'The router failed to handle this request.'), request.id);
+    } finally {
+      lease.release();
+    }
+  };
+}
+
+async function route(deps: ProxyDeps, snapshot: Snapshot, endpoint: Endpoint, path: string, request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  const { metrics } = deps;
+  const res = reply.raw;
+  const hooks = { onFault: deps.onStrategyFault };
+  const t0 = performance.now();
+  const facts = requestFacts({ requestId: request.id, endpoint, headers: request.headers, body: request.body }, { estimator: estimatorOf(snapshot), bodyValidated: true });
+  let decision = decide(facts, snapshot, deps.fleet, deps.env, hooks);
+  metrics.decisionSeconds.observe((performance.now() - t0) / 1000);
+  deps.decisions.add(decision);
+
+  if (decision.status !== 200) {
+    if (decision.action) deps.coldLoads.trigger(decision.action.model, decision.action.url, decision.rejection?.retryAfterS ?? 60);
+    reject(deps, request, res, decision);
+    return;
+  }
+
+  const body = request.body as Record<string, unknown>;
+  const stream = body.stream === true;
+  const upstreamBody = JSON.stringify({ ...body, model: decision.upstreamModel });
+  const failed = new Set<string>();
+  let result: AttemptResult;
+  for (;;) {
+    result = await send(deps, decision, path, upstreamBody, stream, request, res, failed.size > 0);
+    if (result.kind !== 'retryable') break;
+    deps.fleet.markFailure(decision.replica!, result.detail);
+    failed.add(decision.replica!);
+    metrics.retries.inc({ pool: decision.pool!, cause: result.cause });
+    const retry = decide(facts as RequestFacts, snapshot, deps.fleet, deps.env, { ...hooks, excludeReplicas: failed, quotaTaken: true });
+    deps.decisions.add(retry);
+    if (retry.status !== 200) {
+      // Nowhere left to go: every replica is down or failed this request.
+      const none = rejection('no_healthy_replica', `No replica of pool ${decision.pool} could take the request (${result.detail}). Retry after 2 s.`, { retryAfterS: 2 });
+      reject(deps, request, res, { ...retry, rejection: none, status: none.status, reason: none.message });
+      return;
+    }
+    decision = retry;
+  }
+
+  const outcome = outcomeOf(result);
+  metrics.requests.inc({ model: decision.model!, pool: decision.pool!, outcome });
+  if (result.kind === 'failed') writeRejection(res, result.rejection, request.id);
+  for (const slot of decision.poolRef!.chain) {
+    try {
+      slot.instance.onCompleted?.(decision.routed!, decision.replica!, outcome === 'ok');
+    } catch (error) {
+      deps.onStrategyFault?.(decision.poolRef!, slot.name, 'threw', `onCompleted: ${(error as Error)?.message}`);
+    }
+  }
+  request.log.info(
+    {
+      model: `${decision.model}@${decision.version}`,
+      adapter: decision.adapter,
+      pool: decision.pool,
+      replica: decision.replica,
+      strategy: decision.strategy,
+      status: result.kind === 'done' ? result.status : result.kind === 'failed' ? result.rejection.status : undefined,
+      outcome,
+      retried: failed.size > 0,
+      ttfbMs: 'ttfbMs' in result ? Math.round(result.ttfbMs) : undefined,
+      durationMs: Math.round(performance.now() - t0),
+    },
+    'routed',
+  );
+}
+
+async function send(
+  deps: ProxyDeps,
+  decision: Decision,
+  path: string,
+  body: string,
+  stream: boolean,
+  request: FastifyRequest,
+  res: FastifyReply['raw'],
+  retried: boolean,
+): Promise<AttemptResult> {
+  const pool = decision.poolRef!;
+  const replica = decision.poolRef!.replicas.find((r) => r.id === decision.replica)!;
+  const releaseInFlight = deps.fleet.acquire(replica.id);
+  deps.metrics.decisions.inc({ pool: pool.name, replica: replica.id, strategy: decision.strategy ?? 'unknown' });
+  const started = performance.now();
+  const headers: Record<string, string> = {
+    'x-request-id': request.id,
+    'x-switchyard-model': `${decision.model}@${decision.version}`,
+    'x-switchyard-pool': pool.name,
+    'x-switchyard-replica': replica.id,
+    'x-switchyard-reason': asciiHeader(decision.reason),
+  };
+  if (decision.adapter) headers['x-switchyard-adapter'] = decision.adapter;
+  if (retried) headers['x-switchyard-retried'] = 'true';
+  try {
+    const result = await attempt({
+      dispatcher: deps.upstreams.poolFor(deps.urlOf(replica), pool.upstream),
+      path,
+      body,
+      requestId: request.id,
+      decision,
+      stream,
+      res,
+      responseHeaders: headers,
+    });
+    if (result.kind === 'done' || result.kind === 'broken') {
+      deps.metrics.ttfbSeconds.observe({ pool: pool.name }, result.ttfbMs / 1000);
+      deps.metrics.upstreamSeconds.observe({ pool: pool.name }, (performance.now() - started) / 1000);
+    }
+    return result;
+  } finally {
+    releaseInFlight();
+  }
+}
+
+function reject(deps: ProxyDeps, request: FastifyRequest, res: FastifyReply['raw'], decision: Decision): void {
+  const r = decision.rejection!;
+  deps.metrics.rejections.inc({ reason: r.code });
+  deps.metrics.requests.inc({ model: decision.model ?? 'unknown', pool: decision.pool ?? 'none', outcome: 'rejected' });
+  writeRejection(res, r, request.id);
+  request.log.info({ status: r.status, reject: r.code, model: decision.model, pool: decision.pool }, 'rejected');
+}
+
+function outcomeOf(result: AttemptResult): string {
+  switch (result.kind) {
+    case 'done':
+      return result.status < 400 ? 'ok' : 'engine_error';
+    case 'aborted':
+      return 'aborted';
+    case 'broken':
+      return 'broken_stream';
+    default:
+      return 'upstream_error';
+  }
+}

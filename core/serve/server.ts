@@ -1,0 +1,194 @@
+// `switchyard serve`: the OpenAI-compatible router. Wires the policy, the
+// live fleet, the upstream pools and the observability around the proxy.
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { DecideEnv } from '../decide/env.ts';
+import { createEnv } from '../decide/env.ts';
+import type { StrategyFault } from '../decide/replica.ts';
+import { BODY_SCHEMAS } from '../facts/request-schemas.ts';
+import { LiveFleet } from '../fleet/live-fleet.ts';
+import { DecisionLog } from '../observe/decision-log.ts';
+import { RouterMetrics } from '../observe/metrics.ts';
+import type { Pool, Snapshot } from '../policy/snapshot.ts';
+import { registerAdminRoutes } from './admin-routes.ts';
+import { ColdLoads } from './cold-loads.ts';
+import { EmbeddedFleet } from './embedded-fleet.ts';
+import { errorHandler, notFoundHandler } from './http-errors.ts';
+import { modelsHandler } from './models-route.ts';
+import { proxyHandler, type PolicySource } from './proxy.ts';
+import { Upstreams } from './upstream.ts';
+
+/** A policy source that can also reload and report (the PolicyStore). */
+export interface ServedPolicy extends PolicySource {
+  /** Called with each new snapshot after a successful reload. */
+  onSwap?(listener: (snapshot: Snapshot) => void): void;
+  reload?(reason: string): Promise<Record<string, unknown>>;
+  status?(): Record<string, unknown>;
+}
+
+export interface RouterOptions {
+  readonly policy: ServedPolicy;
+  readonly port?: number;
+  readonly host?: string;
+  /** Pino options, a logger, or false for silence. */
+  readonly logger?: boolean | Record<string, unknown> | FastifyBaseLogger;
+  readonly adminToken?: string;
+  /** Speed factor of emulate:// replicas (tests run them fast). */
+  readonly emulatorSpeed?: number;
+  readonly env?: DecideEnv;
+  /** Overrides the policy's scrape and health intervals (tests). */
+  readonly scrapeIntervalMs?: number;
+  readonly healthIntervalMs?: number;
+}
+
+export interface Router {
+  readonly app: FastifyInstance;
+  readonly url: string;
+  readonly fleet: LiveFleet;
+  readonly embedded: EmbeddedFleet;
+  readonly metrics: RouterMetrics;
+  /** Stops accepting, lets in-flight requests finish (bounded), then stops everything. */
+  close(graceMs?: number): Promise<void>;
+}
+
+const FAULT_LOG_INTERVAL_MS = 60_000;
+
+export async function startRouter(options: RouterOptions): Promise<Router> {
+  const initial = options.policy.current();
+  const metrics = new RouterMetrics();
+  const decisions = new DecisionLog(1000);
+  const upstreams = new Upstreams();
+  const embedded = new EmbeddedFleet({ speed: options.emulatorSpeed, host: '127.0.0.1' });
+  await embedded.sync(initial);
+
+  const targets = (snapshot: Snapshot) => [...snapshot.replicas.values()].map((r) => ({ id: r.id, url: embedded.urlOf(r), engine: r.engine }));
+  const fleet = new LiveFleet({
+    replicas: targets(initial),
+    scrapeIntervalMs: options.scrapeIntervalMs ?? initial.settings.scrapeIntervalMs,
+    healthIntervalMs: options.healthIntervalMs ?? initial.settings.healthIntervalMs,
+  });
+  fleet.start();
+  metrics.policyGeneration.set(initial.generation);
+
+  const app = Fastify({
+    logger: options.logger ?? { level: 'info' },
+    // One line per request, written by the proxy with the decision in it.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: initial.settings.bodyLimitBytes,
+    genReqId: requestIdGenerator(),
+    forceCloseConnections: 'idle',
+    // The body schemas check shape only: no coercion, no defaults, no removal,
+    // so what the engine receives is what the client sent.
+    ajv: { customOptions: { coerceTypes: false, useDefaults: false, removeAdditional: false, allErrors: false, allowUnionTypes: true } },
+  });
+  app.setErrorHandler(errorHandler);
+  app.setNotFoundHandler(notFoundHandler);
+
+  const lastFaultLog = new Map<string, number>();
+  const onStrategyFault = (pool: Pool, strategy: string, fault: StrategyFault, detail: string) => {
+    metrics.strategyFaults.inc({ strategy, fault });
+    const now = Date.now();
+    if ((lastFaultLog.get(strategy) ?? 0) + FAULT_LOG_INTERVAL_MS > now) return;
+    lastFaultLog.set(strategy, now);
+    app.log.warn({ strategy, pool: pool.key, fault, detail }, 'strategy skipped (logged at most once a minute per strategy)');
+  };
+
+  const coldLoads = new ColdLoads(app.log);
+  const deps = {
+    policy: options.policy,
+    fleet,
+    upstreams,
+    env: options.env ?? createEnv({ seed: Date.now() }),
+    metrics,
+    decisions,
+    coldLoads,
+    urlOf: (replica: Parameters<EmbeddedFleet['urlOf']>[0]) => embedded.urlOf(replica),
+    onStrategyFault,
+  };
+  app.post('/v1/chat/completions', { schema: { body: BODY_SCHEMAS.chat } }, proxyHandler(deps, 'chat', '/v1/chat/completions'));
+  app.post('/v1/completions', { schema: { body: BODY_SCHEMAS.completions } }, proxyHandler(deps, 'completions', '/v1/completions'));
+  app.post('/v1/embeddings', { schema: { body: BODY_SCHEMAS.embeddings } }, proxyHandler(deps, 'embeddings', '/v1/embeddings'));
+  app.get('/v1/models', modelsHandler(() => options.policy.current()));
+
+  let closing = false;
+  registerAdminRoutes(
+    app,
+    {
+      state: () => routerState(options.policy, fleet, coldLoads),
+      decisions: (limit) => decisions.recent(limit),
+      reload: async () => (options.policy.reload ? options.policy.reload('admin') : { result: 'unsupported', message: 'this policy source does not reload' }),
+      setDraining: (id, draining) => fleet.setDraining(id, draining),
+      metrics: async () => {
+        refreshReplicaGauges(metrics, options.policy.current(), fleet);
+        return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
+      },
+      ready: () => !closing,
+    },
+    options.adminToken,
+  );
+
+  options.policy.onSwap?.((snapshot) => {
+    void (async () => {
+      await embedded.sync(snapshot);
+      fleet.update(targets(snapshot));
+      upstreams.retain(new Set([...snapshot.replicas.values()].map((r) => embedded.urlOf(r))));
+      metrics.policyGeneration.set(snapshot.generation);
+    })().catch((error) => app.log.error({ err: error }, 'applying the new policy to the fleet failed'));
+  });
+
+  const address = await app.listen({ port: options.port ?? 8080, host: options.host ?? '127.0.0.1' });
+  return {
+    app,
+    url: address.replace('[::1]', '127.0.0.1'),
+    fleet,
+    embedded,
+    metrics,
+    async close(graceMs = 10_000) {
+      closing = true;
+      // app.close() stops accepting and waits for in-flight requests; bounded.
+      await Promise.race([app.close(), new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
+      await fleet.stop();
+      await upstreams.close();
+      await embedded.close();
+    },
+  };
+}
+
+/** x-request-id from the client when it is sane, else a short unique id. */
+function requestIdGenerator() {
+  const prefix = Math.random().toString(36).slice(2, 8);
+  let counter = 0;
+  return (req: { headers: Record<string, string | string[] | undefined> }) => {
+    const given = req.headers['x-request-id'];
+    if (typeof given === 'string' && given.length > 0 && given.length <= 128 && /^[\x21-\x7e]+$/.test(given)) return given;
+    return `req-${prefix}-${(counter++).toString(36)}`;
+  };
+}
+
+function routerState(policy: ServedPolicy, fleet: LiveFleet, coldLoads: ColdLoads): Record<string, unknown> {
+  const snapshot = policy.current();
+  const poolOf = new Map<string, string>();
+  for (const pool of snapshot.pools) for (const r of pool.replicas) poolOf.set(r.id, pool.key);
+  return {
+    policy: { generation: snapshot.generation, hash: snapshot.hash, files: snapshot.files, ...(policy.status?.() ?? {}) },
+    replicas: fleet.list().map((r) => ({ pool: poolOf.get(r.id) ?? null, ...r })),
+    coldLoads: coldLoads.pendingLoads(),
+  };
+}
+
+function refreshReplicaGauges(metrics: RouterMetrics, snapshot: Snapshot, fleet: LiveFleet): void {
+  const now = Date.now();
+  // Replicas a reload removed must not linger as series.
+  for (const gauge of [metrics.replicaKvUsage, metrics.replicaQueue, metrics.replicaInFlight, metrics.replicaSignalAge, metrics.replicaHealthy]) gauge.reset();
+  for (const pool of snapshot.pools) {
+    for (const spec of pool.replicas) {
+      const state = fleet.replica(spec.id);
+      const labels = { replica: spec.id, pool: pool.key };
+      metrics.replicaKvUsage.set(labels, state?.kvUsage ?? 0);
+      metrics.replicaQueue.set(labels, state?.queueDepth ?? 0);
+      metrics.replicaInFlight.set(labels, state?.inFlight ?? 0);
+      metrics.replicaSignalAge.set(labels, state?.scrapedAt !== undefined ? (now - state.scrapedAt) / 1000 : Infinity);
+      const health = state?.health ?? 'unknown';
+      metrics.replicaHealthy.set(labels, health === 'ready' || health === 'unknown' ? 1 : 0);
+    }
+  }
+}

@@ -1,0 +1,51 @@
+// One undici Pool per replica: keep-alive connections to the engine, with
+// the timeouts of the replica's pool. headersTimeout must outlast the longest
+// non-streaming generation; keepAliveTimeout stays under the engine's own
+// idle timeout (uvicorn's is 5 s) so we never write to a socket it closed.
+import { Pool } from 'undici';
+import type { UpstreamSettings } from '../policy/snapshot.ts';
+
+const KEEP_ALIVE_MS = 4000;
+
+interface Entry {
+  readonly pool: Pool;
+  readonly settingsKey: string;
+}
+
+export class Upstreams {
+  private readonly pools = new Map<string, Entry>();
+
+  /** The pool for `url`, created on first use or when its settings changed. */
+  poolFor(url: string, settings: UpstreamSettings): Pool {
+    const settingsKey = `${settings.connections}|${settings.connectTimeoutMs}|${settings.headersTimeoutMs}|${settings.bodyTimeoutMs}`;
+    const entry = this.pools.get(url);
+    if (entry && entry.settingsKey === settingsKey) return entry.pool;
+    if (entry) void entry.pool.close().catch(() => {}); // in-flight requests finish first
+    const pool = new Pool(url, {
+      connections: settings.connections,
+      pipelining: 1,
+      keepAliveTimeout: KEEP_ALIVE_MS,
+      keepAliveMaxTimeout: KEEP_ALIVE_MS,
+      headersTimeout: settings.headersTimeoutMs,
+      bodyTimeout: settings.bodyTimeoutMs,
+      connect: { timeout: settings.connectTimeoutMs },
+    });
+    this.pools.set(url, { pool, settingsKey });
+    return pool;
+  }
+
+  /** Closes the pools of replicas a reload removed, once their requests finish. */
+  retain(urls: ReadonlySet<string>): void {
+    for (const [url, entry] of this.pools) {
+      if (urls.has(url)) continue;
+      this.pools.delete(url);
+      void entry.pool.close().catch(() => {});
+    }
+  }
+
+  async close(): Promise<void> {
+    const pools = [...this.pools.values()].map((e) => e.pool);
+    this.pools.clear();
+    await Promise.all(pools.map((pool) => pool.destroy().catch(() => {})));
+  }
+}
