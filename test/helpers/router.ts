@@ -1,0 +1,51 @@
+// Starts the real router on loopback in front of real emulated engines
+// (emulate://tiny, run fast), and an official OpenAI client pointed at it.
+import OpenAI from 'openai';
+import { createEnv } from '../../core/decide/env.ts';
+import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
+import { startRouter, type Router, type ServedPolicy } from '../../core/serve/server.ts';
+import { policyFrom } from './core.ts';
+
+export const TINY_MODELS = 'kind: models\nmodels:\n  - id: tiny\n    versions: [{ version: v1 }]\n';
+export const TEST_KEY = 'sk-test';
+export const OPEN_TENANTS = 'kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free, api_key_sha256: [f3abf2a6cc4f00987743db5f544ba345b4899ae31f326d8ee9c4816de153c9e0] }\n';
+
+export function tinyPool(options: { replicas?: number; strategies?: string; extra?: string; ids?: string } = {}): string {
+  const n = options.replicas ?? 3;
+  const replicas = Array.from({ length: n }, (_, i) => `      - { id: ${options.ids ?? 'r'}${i}, url: "emulate://tiny" }`).join('\n');
+  return `kind: pools\npools:\n  - name: general\n    model: tiny\n    version: v1\n    limits: { max_model_len: 1024 }\n    strategies: ${options.strategies ?? '[session-affinity, power-of-two]'}\n${options.extra ?? ''}    replicas:\n${replicas}\n`;
+}
+
+export interface TestRouter {
+  router: Router;
+  client: OpenAI;
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function startTestRouter(
+  files: Record<string, string>,
+  options: { speed?: number; policy?: ServedPolicy; adminToken?: string; apiKey?: string } = {},
+): Promise<TestRouter> {
+  const policy = options.policy ?? fixedPolicy(policyFrom(files));
+  const router = await startRouter({
+    policy,
+    port: 0,
+    logger: false,
+    emulatorSpeed: options.speed ?? 20,
+    scrapeIntervalMs: 50,
+    healthIntervalMs: 50,
+    adminToken: options.adminToken,
+    env: createEnv({ seed: 1 }),
+  });
+  const client = new OpenAI({ baseURL: `${router.url}/v1`, apiKey: options.apiKey ?? TEST_KEY, maxRetries: 0, timeout: 20_000 });
+  return { router, client, url: router.url, close: () => router.close(1000) };
+}
+
+export async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 5000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

@@ -1,0 +1,136 @@
+// The router end to end: the official OpenAI client, the real router on
+// loopback, real emulated engines behind it.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { OPEN_TENANTS, startTestRouter, TINY_MODELS, tinyPool, until, type TestRouter } from '../helpers/router.ts';
+
+let t: TestRouter;
+before(async () => {
+  t = await startTestRouter({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': tinyPool({ replicas: 3 }) });
+});
+after(() => t.close());
+
+test('a chat completion through the router, with the routing headers', async () => {
+  const { data, response } = await t.client.chat.completions
+    .create({ model: 'tiny', messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 8 })
+    .withResponse();
+  assert.equal(data.object, 'chat.completion');
+  assert.equal(data.usage?.completion_tokens, 8);
+  assert.ok(data.choices[0].message.content!.length > 0);
+  assert.equal(response.headers.get('x-switchyard-model'), 'tiny@v1');
+  assert.equal(response.headers.get('x-switchyard-pool'), 'general');
+  assert.match(response.headers.get('x-switchyard-replica')!, /^r[012]$/);
+  assert.match(response.headers.get('x-switchyard-reason')!, /^power-of-two: /);
+  assert.ok(response.headers.get('x-request-id'));
+});
+
+test('a streamed completion arrives chunk by chunk, with usage when asked', async () => {
+  const stream = await t.client.chat.completions.create({
+    model: 'tiny',
+    messages: [{ role: 'user', content: 'Count to ten' }],
+    max_tokens: 12,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
+  let content = '';
+  let chunks = 0;
+  let usage;
+  for await (const chunk of stream) {
+    chunks++;
+    content += chunk.choices[0]?.delta?.content ?? '';
+    if (chunk.usage) usage = chunk.usage;
+  }
+  assert.ok(chunks >= 12, `${chunks} chunks`);
+  assert.ok(content.length > 0);
+  assert.equal(usage?.completion_tokens, 12);
+});
+
+test('the first streamed byte reaches the client before the engine has finished', async () => {
+  const started = Date.now();
+  const stream = await t.client.completions.create({ model: 'tiny', prompt: 'Once upon a time', max_tokens: 200, stream: true });
+  let firstAt = 0;
+  let lastAt = 0;
+  for await (const _chunk of stream) {
+    if (!firstAt) firstAt = Date.now();
+    lastAt = Date.now();
+  }
+  assert.ok(firstAt - started < (lastAt - started) / 2, `first chunk at ${firstAt - started} ms, last at ${lastAt - started} ms: not buffered`);
+});
+
+test('completions and embeddings pass through; unknown fields reach the engine untouched', async () => {
+  const completion = await t.client.completions.create({ model: 'tiny', prompt: 'The sky is', max_tokens: 4, temperature: 0.2, seed: 7 } as never);
+  assert.equal(completion.object, 'text_completion');
+  const embedding = await t.client.embeddings.create({ model: 'tiny', input: 'a sentence' });
+  assert.ok(embedding.data[0].embedding.length > 0);
+});
+
+test('session affinity seen through x-switchyard-replica', async () => {
+  const replicaOf = async (conversation: string) => {
+    const { response } = await t.client.chat.completions
+      .create({ model: 'tiny', messages: [{ role: 'user', content: `turn in ${conversation}` }], max_tokens: 2 }, { headers: { 'x-conversation-id': conversation } })
+      .withResponse();
+    return response.headers.get('x-switchyard-replica');
+  };
+  const homes = new Set<string | null>();
+  for (let c = 0; c < 6; c++) {
+    const first = await replicaOf(`conversation-${c}`);
+    for (let turn = 0; turn < 3; turn++) assert.equal(await replicaOf(`conversation-${c}`), first);
+    homes.add(first);
+  }
+  assert.ok(homes.size > 1, 'different conversations land on different replicas');
+});
+
+test('GET /v1/models lists what the tenant may use', async () => {
+  const models = await t.client.models.list();
+  assert.deepEqual(models.data.map((m) => m.id), ['tiny']);
+});
+
+test('a client abort reaches the engine, which frees the request', async () => {
+  const controller = new AbortController();
+  const stream = await t.client.chat.completions.create(
+    { model: 'tiny', messages: [{ role: 'user', content: 'Write a long story' }], max_tokens: 1000, stream: true },
+    { signal: controller.signal, headers: { 'x-conversation-id': 'to-abort' } },
+  );
+  let replica: string | undefined;
+  let chunks = 0;
+  try {
+    for await (const _chunk of stream) {
+      if (++chunks === 3) controller.abort();
+    }
+  } catch {
+    // the abort ends the iteration
+  }
+  const decisions = await (await fetch(`${t.url}/admin/decisions?limit=20`)).json();
+  replica = decisions.decisions.find((d: { trace: { replica?: { reason: string } }; replica: string }) => d.replica)?.replica;
+  assert.ok(replica);
+  const engines = await Promise.all(['r0', 'r1', 'r2'].map((id) => t.router.embedded.emulator(id)!));
+  await until(() => engines.every((e) => e.engine.snapshot().running === 0 && e.engine.snapshot().waiting === 0), 5000, 'the engines to drop the aborted request');
+  const aborted = engines.reduce((sum, e) => sum + e.engine.snapshot().finished.abort, 0);
+  assert.equal(aborted, 1);
+});
+
+test('admin: recent decisions and router state, newest first', async () => {
+  const decisions = await (await fetch(`${t.url}/admin/decisions?limit=2`)).json();
+  assert.equal(decisions.decisions.length, 2);
+  assert.ok(decisions.decisions[0].trace.model);
+  const state = await (await fetch(`${t.url}/admin/state`)).json();
+  assert.equal(state.policy.generation, 1);
+  assert.deepEqual(state.replicas.map((r: { id: string }) => r.id).sort(), ['r0', 'r1', 'r2']);
+  assert.ok(state.replicas.every((r: { scrapeAgeMs: number | null }) => r.scrapeAgeMs !== null && r.scrapeAgeMs < 5000));
+});
+
+test('/metrics has requests, decisions, timings and replica signals, with bounded labels', async () => {
+  const text = await (await fetch(`${t.url}/metrics`)).text();
+  for (const name of [
+    'switchyard_requests_total{model="tiny",pool="general",outcome="ok"}',
+    'switchyard_replica_decisions_total{pool="general",replica="r0"',
+    'switchyard_decision_duration_seconds_bucket',
+    'switchyard_upstream_ttfb_seconds_bucket{le="0.005",pool="general"}',
+    'switchyard_replica_kv_usage{replica="r1",pool="tiny@v1/general"}',
+    'switchyard_replica_signal_age_seconds',
+    'switchyard_policy_generation 1',
+  ]) {
+    assert.ok(text.includes(name), `missing ${name}`);
+  }
+  assert.doesNotMatch(text, /conversation|req-/);
+});
