@@ -6,4 +6,6 @@ import { register } from 'tsx/esm/api';
 register();
 const { main } = await import('../core/cli/main.ts');
 const code = await main(process.argv.slice(2));
-if (typeof code === 'number') process.exitCode = code;
+// Long-running commands (serve, emulate) return once they have shut down:
+// exit now rather than wait on whatever handle a library left behind.
+process.exit(typeof code === 'number' ? code : 0);

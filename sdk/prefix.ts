@@ -4,6 +4,11 @@ import { hashString, mixHashes } from './hashing.ts';
 export const DEFAULT_PREFIX_BLOCK_CHARS = 64;
 export const DEFAULT_PREFIX_MAX_BLOCKS = 256;
 
+/** The first block's seed: an adapter splits the engine's cache, so it is part of the key. */
+export function prefixSeed(model: string, adapter?: string): string {
+  return adapter ? `${model}\0${adapter}` : model;
+}
+
 /**
  * Chained hashes over fixed blocks of a rendered prompt, as prefix-aware
  * routers do it: element i identifies the first i+1 blocks, so two prompts

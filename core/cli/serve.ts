@@ -59,7 +59,13 @@ export async function runServe(argv: string[]): Promise<number> {
   return new Promise<number>((resolve) => {
     const stop = (signal: string) => {
       router.app.log.info({ signal }, 'shutting down: finishing in-flight requests');
-      router.close().then(() => resolve(0), () => resolve(1));
+      router.close().then(
+        () => resolve(0),
+        (error) => {
+          router.app.log.error({ err: error }, 'shutdown failed');
+          resolve(1);
+        },
+      );
     };
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));

@@ -2,7 +2,7 @@
 // the request's facts, the policy snapshot, the fleet's signals and an
 // injected environment. No network, no file system: the proxy, `explain` and
 // the simulator all call this same code.
-import { chainBlockHashes, prefixHashes, type Priority, type RoutedRequest } from '../../sdk/index.ts';
+import { chainBlockHashes, prefixHashes, prefixSeed, type Priority, type RoutedRequest } from '../../sdk/index.ts';
 import { rejection, type Rejection } from '../errors.ts';
 import type { RequestFacts } from '../facts/request-facts.ts';
 import type { FleetView } from '../fleet/types.ts';
@@ -199,7 +199,7 @@ function routedRequest(
   maxTokens: number,
   blockHashes: readonly number[] | undefined,
 ): RoutedRequest {
-  const seed = chosen.adapter ? `${chosen.model}\0${chosen.adapter}` : chosen.model;
+  const seed = prefixSeed(chosen.model, chosen.adapter);
   const { prefixBlockChars, prefixMaxBlocks } = snapshot.settings;
   let hashes: readonly number[] | undefined;
   return {

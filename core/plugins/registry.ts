@@ -7,13 +7,16 @@ export type AnyStrategy = StrategyDefinition<any>;
 export interface StrategyRegistry {
   get(name: string): AnyStrategy | undefined;
   names(): string[];
+  /** The file a plugin strategy was loaded from; undefined for a built-in. */
+  originOf?(name: string): string | undefined;
 }
 
-export function registryOf(definitions: Iterable<AnyStrategy>): StrategyRegistry {
+export function registryOf(definitions: Iterable<AnyStrategy>, origins?: ReadonlyMap<string, string>): StrategyRegistry {
   const byName = new Map<string, AnyStrategy>();
   for (const definition of definitions) byName.set(definition.name, definition);
   return {
     get: (name) => byName.get(name),
     names: () => [...byName.keys()].sort(),
+    originOf: (name) => origins?.get(name),
   };
 }

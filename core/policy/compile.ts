@@ -71,6 +71,9 @@ interface PendingSlot {
   readonly config: unknown;
   /** Identifies the slot across reloads, for handing state over. */
   readonly slotKey: string;
+  /** Where the policy names this strategy: create() failures are reported there. */
+  readonly source: PolicySource;
+  readonly at: PathSegment[];
 }
 
 const silentLog: Logger = { info() {}, warn() {} };
@@ -276,11 +279,13 @@ export function compilePolicy(
         if (validate) {
           const configProblems = schemaProblems(validate, config, source, typeof entry === 'string' ? at : [...at, 'config']);
           if (configProblems.length) {
-            problems.push(...configProblems.map((problem) => ({ ...problem, message: `strategy "${name}": ${problem.message}` })));
+            const origin = options.registry.originOf?.(name);
+            const label = `strategy "${name}"${origin ? ` (plugin ${origin})` : ''}`;
+            problems.push(...configProblems.map((problem) => ({ ...problem, message: `${label}: ${problem.message}` })));
             return;
           }
         }
-        pending.push({ name, definition, config, slotKey: `${key}#${k}:${name}` });
+        pending.push({ name, definition, config, slotKey: `${key}#${k}:${name}`, source, at });
       });
       const pool: Pool = {
         key,
@@ -340,22 +345,54 @@ export function compilePolicy(
   const log = options.log ?? silentLog;
   const now = options.now ?? Date.now;
   const seed = options.seed ?? 1;
-  const finalPools = pools.map((draft): Pool => ({
-    ...draft,
-    chain: pendingChains.get(draft)!.map(({ name, definition, config, slotKey }) => {
+  // A plugin's create() may throw: report it where the policy names the
+  // strategy and dispose what was already created (not instances that took
+  // over state, which the current snapshot's instances still share).
+  const created: { instance: StrategySlot['instance']; tookState: boolean }[] = [];
+  const finalPools: Pool[] = [];
+  for (const draft of pools) {
+    const chain: StrategySlot[] = [];
+    for (const { name, definition, config, slotKey, source, at } of pendingChains.get(draft)!) {
       const previous = previousInstances.get(slotKey);
-      const carryOver = previous?.definition === definition ? previous.instance.exportState?.() : undefined;
-      const instance = definition.create(config, {
-        random: seededRandom(`${seed}:${slotKey}`),
-        now,
-        log,
-        pool: draft.name,
-        loadScoreWeights: draft.weights,
-        previousState: carryOver,
-      });
-      return { name, definition, instance };
-    }),
-  }));
+      // Same strategy and version in the same place: the state's shape is the one this code knows.
+      const sameCode = previous !== undefined && (previous.definition === definition || (previous.definition.name === definition.name && previous.definition.version === definition.version));
+      let carryOver: unknown;
+      if (sameCode) {
+        try {
+          carryOver = previous.instance.exportState?.();
+        } catch (error) {
+          log.warn(`strategy "${name}": exportState() threw; the new instance starts empty`, { pool: draft.key, error: (error as Error)?.message ?? String(error) });
+        }
+      }
+      try {
+        const instance = definition.create(config, {
+          random: seededRandom(`${seed}:${slotKey}`),
+          now,
+          log,
+          pool: draft.name,
+          loadScoreWeights: draft.weights,
+          previousState: carryOver,
+        });
+        created.push({ instance, tookState: carryOver !== undefined });
+        chain.push({ name, definition, instance });
+      } catch (error) {
+        const origin = options.registry.originOf?.(name);
+        report(source, at, `strategy "${name}"${origin ? ` (plugin ${origin})` : ''}: create() threw: ${(error as Error)?.message ?? String(error)}`);
+      }
+    }
+    finalPools.push({ ...draft, chain });
+  }
+  if (problems.length) {
+    for (const { instance, tookState } of created) {
+      if (tookState) continue;
+      try {
+        instance.dispose?.();
+      } catch {
+        // Never used; nothing to report.
+      }
+    }
+    return { problems };
+  }
   const finalByVersion = new Map<string, Pool[]>();
   for (const pool of finalPools) {
     const vk = versionKey(pool.model, pool.version);

@@ -34,7 +34,7 @@ export function loadPolicyTexts(files: Record<string, string>, options: CompileO
   );
 }
 
-function loadPolicySources(
+export function loadPolicySources(
   parsed: readonly { source?: PolicySource; problems: PolicyProblem[] }[],
   options: CompileOptions,
 ): LoadResult {

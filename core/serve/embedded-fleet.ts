@@ -50,9 +50,9 @@ export class EmbeddedFleet {
         host: this.options.host ?? '127.0.0.1',
         servedModelName: model,
         adapters: spec.adapters,
-        // registeredAdapters: adapters,
-        // maxLoras: spec.maxLoras,
-        // maxNumSeqs: spec.maxNumSeqs,
+        registeredAdapters: adapters,
+        maxLoras: spec.maxLoras,
+        maxNumSeqs: spec.maxNumSeqs,
       });
       const running: Running = { key, emulator };
       this.running.set(id, running);

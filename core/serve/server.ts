@@ -144,8 +144,12 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     metrics,
     async close(graceMs = 10_000) {
       closing = true;
-      // app.close() stops accepting and waits for in-flight requests; bounded.
+      // app.close() stops accepting and waits for in-flight requests, bounded.
+      // Keep-alive connections go as soon as their response is done.
+      const sweep = setInterval(() => app.server.closeIdleConnections(), 50);
       await Promise.race([app.close(), new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
+      clearInterval(sweep);
+      app.server.closeAllConnections();
       await fleet.stop();
       await upstreams.close();
       await embedded.close();

@@ -49,3 +49,7 @@ export async function until(condition: () => boolean | Promise<boolean>, timeout
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
+
+/** A response body as JSON, untyped: tests assert on its shape. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export const json = (response: Response): Promise<any> => response.json();

@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { APIError } from 'openai';
-import { OPEN_TENANTS, startTestRouter, TEST_KEY, TINY_MODELS, tinyPool, until } from '../helpers/router.ts';
+import { OPEN_TENANTS, startTestRouter, TEST_KEY, TINY_MODELS, tinyPool, until, json } from '../helpers/router.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const files = (pool: string, extra: Record<string, string> = {}) => ({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pool, ...extra });
@@ -92,7 +92,7 @@ test('every replica down: 503 with Retry-After, and the router stays up', async 
       assert.equal(response.status, 503);
       assert.ok(Number(response.headers.get('retry-after')) >= 1);
       assert.equal(response.headers.get('x-switchyard-reject-reason'), 'no_healthy_replica');
-      const body = await response.json();
+      const body = await json(response);
       assert.equal(body.error.code, 'no_healthy_replica');
       assert.equal(body.error.type, 'service_unavailable_error');
     }
@@ -140,7 +140,7 @@ test('rejections: 400, 413, 429, 404 and 403 in OpenAI shape with the right head
     fetch(`${t.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_KEY}`, ...headers }, body });
   const expectError = async (response: Response, status: number, code: string) => {
     assert.equal(response.status, status);
-    const body = await response.json();
+    const body = await json(response);
     assert.deepEqual(Object.keys(body.error).sort(), ['code', 'message', 'param', 'type']);
     assert.equal(body.error.code, code);
     assert.equal(response.headers.get('x-switchyard-reject-reason'), code);
@@ -161,7 +161,7 @@ test('rejections: 400, 413, 429, 404 and 403 in OpenAI shape with the right head
     assert.equal(limited.headers.get('retry-after'), '30');
     const unknownRoute = await fetch(`${t.url}/v1/nothing`);
     assert.equal(unknownRoute.status, 404);
-    assert.equal((await unknownRoute.json()).error.code, 'route_not_found');
+    assert.equal((await json(unknownRoute)).error.code, 'route_not_found');
     // The official client sees the same as typed errors.
     await assert.rejects(t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'x' }] }), (e: unknown) => e instanceof APIError && e.status === 429);
   } finally {
@@ -188,7 +188,7 @@ test('a cold model: 503 with the long Retry-After, and its load hook called once
     for (const response of responses) {
       assert.equal(response.status, 503);
       assert.equal(response.headers.get('retry-after'), '240');
-      assert.equal((await response.json()).error.code, 'model_cold');
+      assert.equal((await json(response)).error.code, 'model_cold');
     }
     await until(() => hookCalls > 0, 2000, 'the load hook');
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -204,7 +204,7 @@ test('admin routes need the token when SWITCHYARD_ADMIN_TOKEN is set', async () 
   try {
     const denied = await fetch(`${t.url}/admin/state`);
     assert.equal(denied.status, 403);
-    assert.equal((await denied.json()).error.type, 'permission_error');
+    assert.equal((await json(denied)).error.type, 'permission_error');
     const allowed = await fetch(`${t.url}/admin/state`, { headers: { authorization: 'Bearer s3cret' } });
     assert.equal(allowed.status, 200);
     const drained = await fetch(`${t.url}/admin/replicas/r0/drain`, { method: 'POST', headers: { authorization: 'Bearer s3cret', 'content-type': 'application/json' }, body: '{"draining": true}' });

@@ -2,7 +2,7 @@
 // loopback, real emulated engines behind it.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { OPEN_TENANTS, startTestRouter, TINY_MODELS, tinyPool, until, type TestRouter } from '../helpers/router.ts';
+import { OPEN_TENANTS, startTestRouter, TINY_MODELS, tinyPool, until, type TestRouter, json } from '../helpers/router.ts';
 
 let t: TestRouter;
 before(async () => {
@@ -100,7 +100,7 @@ test('a client abort reaches the engine, which frees the request', async () => {
   } catch {
     // the abort ends the iteration
   }
-  const decisions = await (await fetch(`${t.url}/admin/decisions?limit=20`)).json();
+  const decisions = await json(await fetch(`${t.url}/admin/decisions?limit=20`));
   replica = decisions.decisions.find((d: { trace: { replica?: { reason: string } }; replica: string }) => d.replica)?.replica;
   assert.ok(replica);
   const engines = await Promise.all(['r0', 'r1', 'r2'].map((id) => t.router.embedded.emulator(id)!));
@@ -110,10 +110,10 @@ test('a client abort reaches the engine, which frees the request', async () => {
 });
 
 test('admin: recent decisions and router state, newest first', async () => {
-  const decisions = await (await fetch(`${t.url}/admin/decisions?limit=2`)).json();
+  const decisions = await json(await fetch(`${t.url}/admin/decisions?limit=2`));
   assert.equal(decisions.decisions.length, 2);
   assert.ok(decisions.decisions[0].trace.model);
-  const state = await (await fetch(`${t.url}/admin/state`)).json();
+  const state = await json(await fetch(`${t.url}/admin/state`));
   assert.equal(state.policy.generation, 1);
   assert.deepEqual(state.replicas.map((r: { id: string }) => r.id).sort(), ['r0', 'r1', 'r2']);
   assert.ok(state.replicas.every((r: { scrapeAgeMs: number | null }) => r.scrapeAgeMs !== null && r.scrapeAgeMs < 5000));

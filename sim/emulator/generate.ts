@@ -1,0 +1,142 @@
+// Carries one HTTP generation request through the engine model: one engine
+// request per prompt, tokens streamed as SSE chunks as the engine's steps
+// produce them (or gathered into one body), and the engine request cancelled
+// when the client goes away, so its KV blocks are freed as vLLM frees them.
+import type { FastifyReply } from 'fastify';
+import type { Clock } from '../clock.ts';
+import type { EngineModel } from '../engine/engine-model.ts';
+import type { EngineResult } from '../engine/types.ts';
+import { EmulatorError } from './errors.ts';
+import { fillerText, fillerToken } from './filler.ts';
+import type { GenerationKind } from './parse-request.ts';
+import { DONE_CHUNK, fullResponse, roleChunk, tokenChunk, usage, usageChunk, type ResponseHead } from './responses.ts';
+
+export interface PromptJob {
+  readonly promptTokens: number;
+  readonly blockHashes: readonly number[];
+  readonly maxTokens: number;
+  readonly finishReason: 'stop' | 'length';
+}
+
+export interface GenerationJob {
+  readonly kind: GenerationKind;
+  readonly head: ResponseHead;
+  readonly adapter: string | undefined;
+  readonly prompts: readonly PromptJob[];
+  readonly stream: boolean;
+  readonly includeUsage: boolean;
+}
+
+export interface GenerationObserver {
+  /** Time to first token of one prompt, in model milliseconds. */
+  firstToken(ttftMs: number): void;
+}
+
+const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' };
+
+/**
+ * Resolves with the response body (non-streaming), or with undefined once
+ * the stream is written or the client has gone.
+ */
+export function generate(
+  engine: EngineModel,
+  clock: Clock,
+  job: GenerationJob,
+  reply: FastifyReply,
+  observer: GenerationObserver,
+): Promise<object | undefined> {
+  const raw = reply.raw;
+  const { kind, head } = job;
+  const count = job.prompts.length;
+  const ids = job.prompts.map((_, i) => (count === 1 ? head.id : `${head.id}-${i}`));
+  const results: (EngineResult | undefined)[] = new Array(count).fill(undefined);
+  const arrivedAt = clock.now();
+  let unfinished = count;
+  let clientGone = false;
+  let failed = false;
+
+  return new Promise((resolve, reject) => {
+    if (raw.destroyed) {
+      // Gone before the engine saw it: nothing to generate, nobody to answer.
+      reply.hijack();
+      resolve(undefined);
+      return;
+    }
+    // reply.raw, not request.raw: the request's 'close' fires once its body is read.
+    const onClose = (): void => {
+      if (raw.writableFinished) return;
+      clientGone = true;
+      for (let i = 0; i < count; i++) if (!results[i]) engine.cancel(ids[i]);
+    };
+    raw.on('close', onClose);
+
+    const writable = (): boolean => !clientGone && !raw.destroyed && !raw.writableEnded;
+
+    const finishAll = (): void => {
+      raw.off('close', onClose);
+      const done = results as EngineResult[];
+      const aborted = done.some((r) => r.finishReason === 'abort');
+      const totals = usage(
+        done.reduce((sum, r) => sum + r.promptTokens, 0),
+        done.reduce((sum, r) => sum + r.outputTokens, 0),
+        done.reduce((sum, r) => sum + r.cachedTokens, 0),
+      );
+      if (job.stream) {
+        if (writable()) {
+          if (!aborted) {
+            if (job.includeUsage) raw.write(usageChunk(kind, head, totals));
+            raw.write(DONE_CHUNK);
+          }
+          raw.end();
+        }
+        resolve(undefined);
+      } else if (clientGone) {
+        reply.hijack();
+        resolve(undefined);
+      } else if (aborted) {
+        reject(new EmulatorError('ServiceUnavailableError', 'the engine stopped before the request finished'));
+      } else {
+        resolve(fullResponse(kind, head, done.map((r) => ({ text: fillerText(r.outputTokens), finishReason: r.finishReason })), totals));
+      }
+    };
+
+    if (job.stream) {
+      reply.hijack();
+      raw.writeHead(200, SSE_HEADERS);
+      raw.flushHeaders();
+    }
+
+    try {
+      job.prompts.forEach((prompt, i) => {
+        const last = prompt.maxTokens - 1;
+        engine.submit({
+          id: ids[i],
+          promptTokens: prompt.promptTokens,
+          maxTokens: prompt.maxTokens,
+          blockHashes: prompt.blockHashes,
+          adapter: job.adapter,
+          finishReason: prompt.finishReason,
+          onFirstToken: (t) => observer.firstToken(t - arrivedAt),
+          onToken: job.stream
+            ? (index) => {
+                if (!writable()) return;
+                if (kind === 'chat' && index === 0) raw.write(roleChunk(head, i));
+                raw.write(tokenChunk(kind, head, i, fillerToken(index), index === last ? prompt.finishReason : null));
+              }
+            : undefined,
+          onFinish: (result) => {
+            if (failed) return;
+            results[i] = result;
+            if (--unfinished === 0) finishAll();
+          },
+        });
+      });
+    } catch (error) {
+      failed = true;
+      raw.off('close', onClose);
+      for (const id of ids) engine.cancel(id);
+      if (job.stream) raw.destroy();
+      reject(error);
+    }
+  });
+}

@@ -1,0 +1,129 @@
+// Reads the OpenAI request bodies the emulator serves into plain specs,
+// refusing what vLLM would refuse with a 400 that names the field.
+import { badRequest } from './errors.ts';
+import { renderChat } from './prompt.ts';
+
+export type GenerationKind = 'chat' | 'completion';
+
+export interface GenerationSpec {
+  readonly kind: GenerationKind;
+  /** The `model` field as sent; absent means the base model. */
+  readonly model: string | undefined;
+  /** One rendered prompt per choice (chat has one; completions may send a list). */
+  readonly prompts: readonly string[];
+  /** max_tokens (or max_completion_tokens) as sent. */
+  readonly maxTokens: number | undefined;
+  readonly stream: boolean;
+  readonly includeUsage: boolean;
+}
+
+export interface EmbeddingSpec {
+  readonly model: string | undefined;
+  readonly inputs: readonly string[];
+  /** base64: little-endian float32s, which the openai client asks for by default. */
+  readonly encoding: 'float' | 'base64';
+}
+
+type Body = Record<string, unknown>;
+
+function asBody(body: unknown): Body {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw badRequest('the request body must be a JSON object');
+  return body as Body;
+}
+
+function optionalModel(body: Body): string | undefined {
+  const model = body.model;
+  if (model === undefined || model === null) return undefined;
+  if (typeof model !== 'string' || model === '') throw badRequest('`model` must be a non-empty string', 'model');
+  return model;
+}
+
+function optionalPositiveInt(body: Body, field: string): number | undefined {
+  const value = body[field];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) throw badRequest(`\`${field}\` must be an integer >= 1`, field);
+  return value;
+}
+
+function streamFlags(body: Body): { stream: boolean; includeUsage: boolean } {
+  const stream = body.stream ?? false;
+  if (typeof stream !== 'boolean') throw badRequest('`stream` must be a boolean', 'stream');
+  const options = body.stream_options;
+  if (options === undefined || options === null) return { stream, includeUsage: false };
+  if (typeof options !== 'object' || Array.isArray(options)) throw badRequest('`stream_options` must be an object', 'stream_options');
+  if (!stream) throw badRequest('`stream_options` is only allowed when `stream` is true', 'stream_options');
+  const includeUsage = (options as Body).include_usage ?? false;
+  if (typeof includeUsage !== 'boolean') throw badRequest('`stream_options.include_usage` must be a boolean', 'stream_options');
+  return { stream, includeUsage };
+}
+
+function singleChoice(body: Body): void {
+  const n = body.n;
+  if (n !== undefined && n !== null && n !== 1) throw badRequest('the emulator generates one choice per prompt: `n` must be 1', 'n');
+}
+
+export function parseChatBody(raw: unknown): GenerationSpec {
+  const body = asBody(raw);
+  const messages = body.messages;
+  if (!Array.isArray(messages) || messages.length === 0) throw badRequest('`messages` must be a non-empty array', 'messages');
+  for (const message of messages) {
+    if (message === null || typeof message !== 'object' || typeof (message as Body).role !== 'string') {
+      throw badRequest('each message must be an object with a string `role`', 'messages');
+    }
+    const content = (message as Body).content;
+    if (content !== undefined && content !== null && typeof content !== 'string' && !Array.isArray(content)) {
+      throw badRequest('a message `content` must be a string or an array of parts', 'messages');
+    }
+  }
+  singleChoice(body);
+  return {
+    kind: 'chat',
+    model: optionalModel(body),
+    prompts: [renderChat(messages as { role: string; content?: unknown }[])],
+    maxTokens: optionalPositiveInt(body, 'max_completion_tokens') ?? optionalPositiveInt(body, 'max_tokens'),
+    ...streamFlags(body),
+  };
+}
+
+export function parseCompletionBody(raw: unknown): GenerationSpec {
+  const body = asBody(raw);
+  const prompt = body.prompt;
+  let prompts: string[];
+  if (typeof prompt === 'string') prompts = [prompt];
+  else if (Array.isArray(prompt) && prompt.length > 0 && prompt.every((p) => typeof p === 'string')) prompts = prompt as string[];
+  else throw badRequest('`prompt` must be a string or a non-empty array of strings', 'prompt');
+  singleChoice(body);
+  return {
+    kind: 'completion',
+    model: optionalModel(body),
+    prompts,
+    maxTokens: optionalPositiveInt(body, 'max_tokens'),
+    ...streamFlags(body),
+  };
+}
+
+export function parseEmbeddingBody(raw: unknown): EmbeddingSpec {
+  const body = asBody(raw);
+  const input = body.input;
+  let inputs: string[];
+  if (typeof input === 'string') inputs = [input];
+  else if (Array.isArray(input) && input.length > 0 && input.every((p) => typeof p === 'string')) inputs = input as string[];
+  else throw badRequest('`input` must be a string or a non-empty array of strings', 'input');
+  const encoding = body.encoding_format ?? 'float';
+  if (encoding !== 'float' && encoding !== 'base64') throw badRequest('`encoding_format` must be "float" or "base64"', 'encoding_format');
+  return { model: optionalModel(body), inputs, encoding };
+}
+
+export interface LoraAdapterSpec {
+  readonly name: string;
+  readonly path: string | undefined;
+}
+
+export function parseLoraBody(raw: unknown, needPath: boolean): LoraAdapterSpec {
+  const body = asBody(raw);
+  const name = body.lora_name;
+  if (typeof name !== 'string' || name === '') throw badRequest('`lora_name` must be a non-empty string', 'lora_name');
+  const path = body.lora_path;
+  if (needPath && (typeof path !== 'string' || path === '')) throw badRequest('`lora_path` must be a non-empty string', 'lora_path');
+  return { name, path: typeof path === 'string' ? path : undefined };
+}

@@ -1,0 +1,176 @@
+// `switchyard emulate`: an OpenAI-compatible HTTP server that behaves like one
+// vLLM (or SGLang) replica, its timing, batching, KV cache and metrics driven
+// by the engine model on real time run `speed` times faster.
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyError, type FastifyReply } from 'fastify';
+import { EngineModel } from '../engine/engine-model.ts';
+import { getProfile, type EngineProfile } from '../engine/profiles.ts';
+import { embeddingResponse } from './embeddings.ts';
+import { EmulatorError, badRequest, errorBody } from './errors.ts';
+import { generate, type PromptJob } from './generate.ts';
+import { EngineExporter, type EngineKind } from './metrics.ts';
+import { parseChatBody, parseCompletionBody, parseEmbeddingBody, parseLoraBody, type GenerationSpec } from './parse-request.ts';
+import { estimateTokens, promptBlockHashes } from './prompt.ts';
+import { responseId } from './responses.ts';
+import { scaledClock } from './scaled-clock.ts';
+import { ServedModels } from './served-models.ts';
+
+export interface EmulatorOptions {
+  /** 0 (the default) picks a free port. */
+  readonly port?: number;
+  readonly host?: string;
+  /** A profile name from sim/engine/profiles.ts, or a profile of your own. */
+  readonly profile: string | EngineProfile;
+  readonly engine?: EngineKind;
+  /** 10 runs the profile's timing ten times faster. */
+  readonly speed?: number;
+  /** The model path reported as `root` in /v1/models; the profile's model by default. */
+  readonly modelName?: string;
+  /** The name clients put in `model` and metrics carry in model_name; modelName by default. */
+  readonly servedModelName?: string;
+  /** LoRA adapters registered at start and loaded into GPU slots (up to max_loras). */
+  readonly adapters?: readonly string[];
+  /** More adapters registered at start (vLLM's --lora-modules) but loaded only when a request needs one. */
+  readonly registeredAdapters?: readonly string[];
+  /** Overrides the profile's max_loras. */
+  readonly maxLoras?: number;
+  /** Overrides the profile's max_num_seqs. */
+  readonly maxNumSeqs?: number;
+  /** Output length when a request sets no max_tokens (it then ends with finish_reason "stop"). */
+  readonly defaultMaxTokens?: number;
+}
+
+export interface Emulator {
+  readonly url: string;
+  readonly port: number;
+  readonly engine: EngineModel;
+  /** Makes GET /health answer 200 (true) or 503 (false); generation is unaffected. */
+  setHealthy(ok: boolean): void;
+  close(): Promise<void>;
+}
+
+const DEFAULT_MAX_TOKENS = 128;
+const VLLM_VERSION = '0.8.5';
+
+export async function startEmulator(options: EmulatorOptions): Promise<Emulator> {
+  const baseProfile = typeof options.profile === 'string' ? getProfile(options.profile) : options.profile;
+  const profile: EngineProfile = {
+    ...baseProfile,
+    maxLoras: options.maxLoras ?? baseProfile.maxLoras,
+    maxNumSeqs: options.maxNumSeqs ?? baseProfile.maxNumSeqs,
+  };
+  const kind: EngineKind = options.engine ?? 'vllm';
+  if (kind !== 'vllm' && kind !== 'sglang') throw new Error(`unknown engine '${String(kind)}' (known: vllm, sglang)`);
+  const host = options.host ?? '127.0.0.1';
+  const modelPath = options.modelName ?? profile.modelName;
+  const servedName = options.servedModelName ?? modelPath;
+  const defaultMaxTokens = options.defaultMaxTokens ?? DEFAULT_MAX_TOKENS;
+  const clock = scaledClock(options.speed ?? 1);
+  const adapters = options.adapters ?? [];
+  const engine = new EngineModel(profile, clock, { preloadAdapters: adapters });
+  const models = new ServedModels({ servedModelName: servedName, modelPath, maxModelLen: profile.maxModelLen, ownedBy: kind });
+  for (const adapter of new Set([...adapters, ...(options.registeredAdapters ?? [])])) models.register(adapter, `/adapters/${adapter}`);
+  const exporter = new EngineExporter(kind, servedName, engine);
+  let healthy = true;
+
+  const app = Fastify({ logger: false, bodyLimit: 64 * 1024 * 1024, forceCloseConnections: true });
+
+  app.setErrorHandler((error: FastifyError, _request, reply) => {
+    if (reply.raw.headersSent) {
+      reply.raw.destroy();
+      return;
+    }
+    if (error instanceof EmulatorError) return reply.code(error.status).send(error.toBody());
+    const status = error.statusCode ?? 500;
+    // Fastify's own 4xx errors (malformed JSON, wrong content type, body too large) in vLLM's shape.
+    if (status >= 400 && status < 500) return reply.code(status).send(errorBody('BadRequestError', error.message, status));
+    return reply.code(500).send(errorBody('InternalServerError', error.message || 'internal error', 500));
+  });
+  // FastAPI's answer for a route that does not exist.
+  app.setNotFoundHandler((_request, reply) => reply.code(404).send({ detail: 'Not Found' }));
+
+  const runGeneration = (spec: GenerationSpec, reply: FastifyReply): Promise<object | undefined> => {
+    const adapter = models.resolve(spec.model);
+    const prompts = spec.prompts.map((text): PromptJob => {
+      const promptTokens = estimateTokens(text);
+      const requested = spec.maxTokens ?? 1;
+      if (promptTokens + requested > profile.maxModelLen) {
+        throw badRequest(
+          `This model's maximum context length is ${profile.maxModelLen} tokens. However, you requested ${promptTokens + requested} tokens ` +
+            `(${promptTokens} in the messages, ${requested} in the completion). Please reduce the length of the messages or completion.`,
+          spec.kind === 'chat' ? 'messages' : 'prompt',
+        );
+      }
+      return {
+        promptTokens,
+        blockHashes: promptBlockHashes(text, servedName, adapter),
+        maxTokens: spec.maxTokens ?? Math.min(defaultMaxTokens, profile.maxModelLen - promptTokens),
+        finishReason: spec.maxTokens === undefined ? 'stop' : 'length',
+      };
+    });
+    const head = {
+      id: responseId(spec.kind, randomUUID().replaceAll('-', '')),
+      created: Math.floor(Date.now() / 1000),
+      model: spec.model ?? servedName,
+    };
+    const job = { kind: spec.kind, head, adapter, prompts, stream: spec.stream, includeUsage: spec.includeUsage };
+    return generate(engine, clock, job, reply, { firstToken: (ms) => exporter.ttft.observe(ms / 1000) });
+  };
+
+  app.post('/v1/chat/completions', async (request, reply) => runGeneration(parseChatBody(request.body), reply));
+  app.post('/v1/completions', async (request, reply) => runGeneration(parseCompletionBody(request.body), reply));
+
+  app.post('/v1/embeddings', async (request) => {
+    const spec = parseEmbeddingBody(request.body);
+    models.resolve(spec.model);
+    return embeddingResponse(`embd-${randomUUID().replaceAll('-', '')}`, spec.model ?? servedName, spec.inputs, spec.encoding);
+  });
+
+  app.get('/v1/models', async () => models.list());
+
+  app.post('/v1/load_lora_adapter', async (request, reply) => {
+    const { name, path } = parseLoraBody(request.body, true);
+    models.register(name, path!);
+    return reply.type('text/plain; charset=utf-8').send(`Success: LoRA adapter '${name}' added successfully.`);
+  });
+
+  app.post('/v1/unload_lora_adapter', async (request, reply) => {
+    const { name } = parseLoraBody(request.body, false);
+    models.unregister(name);
+    // Running requests keep the adapter; an idle one leaves its GPU slot now.
+    engine.evictAdapter(name);
+    return reply.type('text/plain; charset=utf-8').send(`Success: LoRA adapter '${name}' removed successfully.`);
+  });
+
+  app.get('/health', async (_request, reply) => reply.code(healthy ? 200 : 503).send());
+
+  app.get('/metrics', async (_request, reply) =>
+    reply.type('text/plain; version=0.0.4; charset=utf-8').send(exporter.render()),
+  );
+
+  app.get('/version', async () => ({ version: VLLM_VERSION }));
+
+  try {
+    await app.listen({ port: options.port ?? 0, host });
+  } catch (error) {
+    engine.stop();
+    throw error;
+  }
+  const address = app.server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : (options.port ?? 0);
+  const urlHost = host.includes(':') ? `[${host}]` : host;
+
+  return {
+    url: `http://${urlHost}:${port}`,
+    port,
+    engine,
+    setHealthy(ok) {
+      healthy = ok;
+    },
+    async close() {
+      // Ends every stream first, so closing the server does not wait on them.
+      engine.stop();
+      await app.close();
+    },
+  };
+}

@@ -1,0 +1,455 @@
+// One vLLM/SGLang replica as a discrete-step model: continuous batching over
+// a FIFO waiting queue, chunked prefill within a per-step token budget, one
+// decode token per running sequence per step, a paged KV cache with prefix
+// caching, preemption by recompute when KV runs out, and LoRA slots. The same
+// code runs on a virtual clock in the simulator and on scaled real time in the
+// emulator, so the per-step loop allocates nothing and per-token callbacks are
+// optional.
+import type { Clock, TimerHandle } from '../clock.ts';
+import { KvCache } from './kv-cache.ts';
+import { LoraSlots } from './lora-slots.ts';
+import { validateProfile, type EngineProfile } from './profiles.ts';
+import { chunkAttentionPairs, stepTimeMs, type StepWork } from './step-time.ts';
+import type { EngineMetrics, EngineRequest, EngineResult, FinishReason } from './types.ts';
+
+const WAITING = 0;
+const RUNNING = 1;
+const DONE = 2;
+
+class Sequence {
+  readonly request: EngineRequest;
+  readonly arrivedAt: number;
+  /** Prompt blocks that may be cached: the hashes given, at most the prompt's full blocks. */
+  readonly hashLimit: number;
+  readonly blocks: number[] = [];
+  state = WAITING;
+  /** Prompt plus generated tokens; the last generated one has no KV yet. */
+  numTokens: number;
+  /** Tokens whose KV is in the cache. */
+  numComputed = 0;
+  outputTokens = 0;
+  cachedTokens = 0;
+  admitted = false;
+  /** Leading blocks already registered in the prefix cache. */
+  hashedBlocks = 0;
+  /** Tokens scheduled in the step in flight. */
+  scheduled = 0;
+  preempted = 0;
+  firstTokenAt = NaN;
+
+  constructor(request: EngineRequest, arrivedAt: number, blockSize: number) {
+    this.request = request;
+    this.arrivedAt = arrivedAt;
+    this.numTokens = request.promptTokens;
+    this.hashLimit = Math.min(request.blockHashes.length, Math.floor(request.promptTokens / blockSize));
+  }
+}
+
+export interface EngineOptions {
+  /** Adapters to load into GPU slots at start, at no cost (up to max_loras). */
+  readonly preloadAdapters?: readonly string[];
+  /**
+   * Steps run back to back, before yielding to the event loop, when the clock
+   * is already past their end (real time at a high speed factor, where timers
+   * fire later than asked).
+   */
+  readonly maxCatchUpSteps?: number;
+}
+
+export class EngineModel {
+  readonly profile: EngineProfile;
+  private readonly clock: Clock;
+  private readonly kv: KvCache;
+  private readonly lora: LoraSlots;
+  private readonly maxCatchUpSteps: number;
+  private readonly byId = new Map<string, Sequence>();
+  private running: Sequence[] = [];
+  // FIFO with a moving head; preempted requests go back in front of it.
+  private waiting: (Sequence | undefined)[] = [];
+  private waitingHead = 0;
+  private waitingLive = 0;
+  private readonly work: StepWork = { prefillTokens: 0, decodeTokens: 0, attentionPairs: 0, distinctAdapters: 0, adapterLoads: 0 };
+
+  private prefixQueries = 0;
+  private prefixHits = 0;
+  private preemptionCount = 0;
+  private promptTokenCount = 0;
+  private generationTokenCount = 0;
+  private readonly finishedCounts: Record<FinishReason, number> = { length: 0, stop: 0, abort: 0 };
+  private stepCount = 0;
+  private distinctAdapterSum = 0;
+
+  /** A step is in flight or about to start. */
+  private busy = false;
+  private completing = false;
+  private runningDirty = false;
+  private stepEnd = 0;
+  private timer: TimerHandle | undefined;
+
+  constructor(profile: EngineProfile, clock: Clock, options: EngineOptions = {}) {
+    validateProfile(profile);
+    this.profile = profile;
+    this.clock = clock;
+    this.kv = new KvCache(profile.numGpuBlocks, profile.blockSize);
+    this.lora = new LoraSlots(profile.maxLoras);
+    this.maxCatchUpSteps = options.maxCatchUpSteps ?? 64;
+    for (const adapter of options.preloadAdapters ?? []) this.lora.preload(adapter);
+  }
+
+  get runningCount(): number {
+    return this.running.length;
+  }
+
+  get waitingCount(): number {
+    return this.waitingLive;
+  }
+
+  get kvUsage(): number {
+    return this.kv.usage;
+  }
+
+  /** Queues a request; it joins the batch at the next step. Throws on a request the engine would refuse. */
+  submit(request: EngineRequest): void {
+    const { id, promptTokens, maxTokens } = request;
+    if (this.byId.has(id)) throw new Error(`request id '${id}' is already in the engine`);
+    if (!Number.isInteger(promptTokens) || promptTokens < 1) throw new RangeError(`request '${id}': promptTokens must be a positive integer`);
+    if (!Number.isInteger(maxTokens) || maxTokens < 1) throw new RangeError(`request '${id}': maxTokens must be a positive integer`);
+    if (promptTokens + maxTokens > this.profile.maxModelLen) {
+      throw new RangeError(`request '${id}': ${promptTokens} prompt + ${maxTokens} output tokens exceed max_model_len ${this.profile.maxModelLen}`);
+    }
+    if (request.adapter !== undefined && this.profile.maxLoras === 0) throw new Error(`request '${id}': this engine serves no LoRA adapters`);
+    const seq = new Sequence(request, this.clock.now(), this.profile.blockSize);
+    this.byId.set(id, seq);
+    this.waiting.push(seq);
+    this.waitingLive++;
+    if (!this.busy) {
+      // A zero delay lets requests submitted at the same moment start in one step.
+      this.busy = true;
+      this.timer = this.clock.schedule(0, this.onKick);
+    }
+  }
+
+  /**
+   * Aborts a request, freeing its KV blocks at once; its onFinish sees
+   * 'abort'. False when the id is unknown or already finished.
+   */
+  cancel(id: string): boolean {
+    const seq = this.byId.get(id);
+    if (!seq || seq.state === DONE) return false;
+    const t = this.clock.now();
+    if (seq.state === WAITING) {
+      // Left in the queue array; the scheduler drops it when it gets there.
+      this.waitingLive--;
+    } else {
+      this.release(seq);
+      if (this.completing) this.runningDirty = true;
+      else this.running.splice(this.running.indexOf(seq), 1);
+    }
+    this.finish(seq, 'abort', t);
+    return true;
+  }
+
+  /** Aborts every request and stops stepping (the emulator's shutdown). */
+  stop(): void {
+    this.timer?.cancel();
+    this.timer = undefined;
+    for (const id of [...this.byId.keys()]) this.cancel(id);
+    // Called from a callback inside a step, the step loop is still on the stack and ends itself.
+    this.busy = this.completing;
+  }
+
+  isAdapterLoaded(adapter: string): boolean {
+    return this.lora.isLoaded(adapter);
+  }
+
+  /** Puts an adapter in a GPU slot now, at no cost; false when every slot is in use. */
+  preloadAdapter(adapter: string): boolean {
+    return this.profile.maxLoras > 0 && this.lora.preload(adapter);
+  }
+
+  /** Frees an idle adapter's slot; false when it is not loaded or a running request uses it. */
+  evictAdapter(adapter: string): boolean {
+    return this.lora.evict(adapter);
+  }
+
+  snapshot(): EngineMetrics {
+    const waitingAdapters = new Set<string>();
+    for (let i = this.waitingHead; i < this.waiting.length; i++) {
+      const seq = this.waiting[i];
+      if (seq && seq.state === WAITING && seq.request.adapter !== undefined) waitingAdapters.add(seq.request.adapter);
+    }
+    return {
+      running: this.running.length,
+      waiting: this.waitingLive,
+      kvUsage: this.kv.usage,
+      blockSize: this.profile.blockSize,
+      numGpuBlocks: this.profile.numGpuBlocks,
+      prefixCacheQueries: this.prefixQueries,
+      prefixCacheHits: this.prefixHits,
+      preemptions: this.preemptionCount,
+      promptTokens: this.promptTokenCount,
+      generationTokens: this.generationTokenCount,
+      finished: { ...this.finishedCounts },
+      maxLoras: this.profile.maxLoras,
+      loadedAdapters: this.lora.loaded(),
+      runningAdapters: this.lora.running(),
+      waitingAdapters: [...waitingAdapters],
+      meanDistinctAdapters: this.stepCount === 0 ? 0 : this.distinctAdapterSum / this.stepCount,
+      steps: this.stepCount,
+    };
+  }
+
+  private readonly onKick = (): void => {
+    this.timer = undefined;
+    this.runFrom(this.clock.now());
+  };
+
+  private readonly onStepEnd = (): void => {
+    this.timer = undefined;
+    this.complete(this.stepEnd);
+    this.runFrom(this.stepEnd);
+  };
+
+  /** Runs steps from time `t` until one ends in the future (then waits for it) or there is no work. */
+  private runFrom(t: number): void {
+    for (let n = 0; ; n++) {
+      let duration = this.buildBatch(t);
+      if (duration < 0 && this.waitingLive > 0 && this.clock.now() > t) {
+        // Idle at t, but requests arrived since (the clock ran ahead of the model): start now.
+        t = this.clock.now();
+        duration = this.buildBatch(t);
+      }
+      if (duration < 0) {
+        this.busy = false;
+        return;
+      }
+      this.stepEnd = t + duration;
+      const ahead = this.stepEnd - this.clock.now();
+      if (ahead > 0 || n >= this.maxCatchUpSteps) {
+        this.timer = this.clock.schedule(Math.max(0, ahead), this.onStepEnd);
+        return;
+      }
+      this.complete(this.stepEnd);
+      t = this.stepEnd;
+    }
+  }
+
+  /**
+   * Decides the next step's batch, as vLLM V1's scheduler does: running
+   * requests first (continuing prefills and decodes), preempting the newest
+   * running request while KV runs short; then, if nothing was preempted,
+   * waiting requests in order while the batch, the token budget and the KV
+   * cache allow. Returns the step's duration, or -1 when there is no work.
+   */
+  private buildBatch(start: number): number {
+    const profile = this.profile;
+    const kv = this.kv;
+    const work = this.work;
+    work.prefillTokens = 0;
+    work.decodeTokens = 0;
+    work.attentionPairs = 0;
+    work.adapterLoads = 0;
+    let budget = profile.maxNumBatchedTokens;
+    let preempted = false;
+
+    const running = this.running;
+    for (let i = 0; i < running.length; i++) {
+      const seq = running[i];
+      if (budget === 0) break;
+      const remaining = seq.numTokens - seq.numComputed;
+      const tokens = remaining < budget ? remaining : budget;
+      const need = kv.blocksFor(seq.numComputed + tokens) - seq.blocks.length;
+      if (need > 0) {
+        while (kv.freeBlocks < need) {
+          const victim = running[running.length - 1];
+          this.preempt(victim);
+          preempted = true;
+          if (victim === seq) break;
+        }
+        if (seq.state !== RUNNING) break;
+        kv.allocate(need, seq.blocks);
+      }
+      this.scheduleChunk(seq, tokens);
+      budget -= tokens;
+    }
+
+    if (!preempted) budget = this.admitWaiting(budget, start);
+
+    if (work.prefillTokens + work.decodeTokens === 0) return -1;
+    work.distinctAdapters = this.lora.activeCount;
+    this.stepCount++;
+    this.distinctAdapterSum += work.distinctAdapters;
+    return stepTimeMs(profile, work);
+  }
+
+  /**
+   * Moves waiting requests that had arrived by the step's start into the
+   * batch; returns the token budget left.
+   */
+  private admitWaiting(budget: number, start: number): number {
+    const profile = this.profile;
+    const blockSize = profile.blockSize;
+    const kv = this.kv;
+    const running = this.running;
+    let i = this.waitingHead;
+    while (budget > 0 && running.length < profile.maxNumSeqs && i < this.waiting.length) {
+      const seq = this.waiting[i]!;
+      if (seq.state !== WAITING) {
+        i = this.removeWaiting(i);
+        continue;
+      }
+      // The queue is in arrival order: the rest arrived later still. (Only a clock
+      // running ahead of the model, real time at high speed, gets here.)
+      if (seq.arrivedAt > start) break;
+      const adapter = seq.request.adapter;
+      // Every slot busy with another adapter: skip it, as vLLM does, and try the next.
+      if (adapter !== undefined && !this.lora.canAcquire(adapter)) {
+        i++;
+        continue;
+      }
+      // At least one token is always computed, so a fully cached prompt still yields a token.
+      const maxHitBlocks = Math.min(Math.floor((seq.numTokens - 1) / blockSize), seq.hashLimit);
+      const hitBlocks = maxHitBlocks > 0 ? kv.lookup(seq.request.blockHashes, maxHitBlocks) : 0;
+      const hitTokens = hitBlocks * blockSize;
+      const remaining = seq.numTokens - hitTokens;
+      const tokens = remaining < budget ? remaining : budget;
+      const need = kv.blocksFor(hitTokens + tokens) - hitBlocks;
+      if (need + kv.unreferencedFound(hitBlocks) > kv.freeBlocks) break;
+
+      i = this.removeWaiting(i);
+      this.waitingLive--;
+      kv.acquireFound(hitBlocks, seq.blocks);
+      kv.allocate(need, seq.blocks);
+      seq.numComputed = hitTokens;
+      seq.hashedBlocks = hitBlocks;
+      if (!seq.admitted) {
+        seq.admitted = true;
+        seq.cachedTokens = hitTokens;
+      }
+      this.prefixQueries += seq.numTokens;
+      this.prefixHits += hitTokens;
+      if (adapter !== undefined && this.lora.acquire(adapter)) this.work.adapterLoads++;
+      seq.state = RUNNING;
+      running.push(seq);
+      this.scheduleChunk(seq, tokens);
+      budget -= tokens;
+    }
+    return budget;
+  }
+
+  private scheduleChunk(seq: Sequence, tokens: number): void {
+    seq.scheduled = tokens;
+    const work = this.work;
+    if (tokens === 1 && seq.outputTokens > 0) {
+      work.decodeTokens++;
+      return;
+    }
+    work.prefillTokens += tokens;
+    work.attentionPairs += chunkAttentionPairs(seq.numComputed, tokens);
+    // vLLM caches a block as soon as a step that fills it is scheduled.
+    const full = Math.min(Math.floor((seq.numComputed + tokens) / this.profile.blockSize), seq.hashLimit);
+    const hashes = seq.request.blockHashes;
+    for (let b = seq.hashedBlocks; b < full; b++) this.kv.cache(seq.blocks[b], hashes[b]);
+    if (full > seq.hashedBlocks) seq.hashedBlocks = full;
+  }
+
+  /** Applies a finished step at time t: computed tokens, sampled tokens, finished requests. */
+  private complete(t: number): void {
+    this.completing = true;
+    const running = this.running;
+    let kept = 0;
+    for (let r = 0; r < running.length; r++) {
+      const seq = running[r];
+      if (seq.state !== RUNNING) continue;
+      const tokens = seq.scheduled;
+      if (tokens > 0) {
+        seq.scheduled = 0;
+        seq.numComputed += tokens;
+        if (seq.numComputed === seq.numTokens) this.emitToken(seq, t);
+        if (seq.state !== RUNNING) continue;
+      }
+      running[kept++] = seq;
+    }
+    running.length = kept;
+    if (this.runningDirty) {
+      // A callback cancelled a request this loop had already kept.
+      this.running = running.filter((seq) => seq.state === RUNNING);
+      this.runningDirty = false;
+    }
+    this.completing = false;
+  }
+
+  private emitToken(seq: Sequence, t: number): void {
+    const request = seq.request;
+    const index = seq.outputTokens++;
+    seq.numTokens++;
+    this.generationTokenCount++;
+    if (index === 0) {
+      seq.firstTokenAt = t;
+      this.promptTokenCount += request.promptTokens;
+      request.onFirstToken?.(t);
+      if (seq.state !== RUNNING) return; // cancelled by the callback
+    }
+    request.onToken?.(index, t);
+    if (seq.outputTokens === request.maxTokens && seq.state === RUNNING) {
+      this.release(seq);
+      this.finish(seq, request.finishReason ?? 'length', t);
+    }
+  }
+
+  /** Recompute preemption of the last running request: its KV is dropped and it waits at the front. */
+  private preempt(seq: Sequence): void {
+    this.running.pop();
+    this.release(seq);
+    seq.numComputed = 0;
+    seq.hashedBlocks = 0;
+    seq.scheduled = 0;
+    seq.state = WAITING;
+    seq.preempted++;
+    this.preemptionCount++;
+    if (this.waitingHead > 0) this.waiting[--this.waitingHead] = seq;
+    else this.waiting.unshift(seq);
+    this.waitingLive++;
+  }
+
+  private release(seq: Sequence): void {
+    this.kv.release(seq.blocks);
+    seq.blocks.length = 0;
+    if (seq.request.adapter !== undefined) this.lora.release(seq.request.adapter);
+  }
+
+  /** Takes entry i out of the waiting queue; returns the index of the entry that followed it. */
+  private removeWaiting(i: number): number {
+    if (i !== this.waitingHead) {
+      this.waiting.splice(i, 1);
+      return i;
+    }
+    this.waiting[i] = undefined;
+    this.waitingHead++;
+    if (this.waitingHead === this.waiting.length) {
+      this.waiting.length = 0;
+      this.waitingHead = 0;
+    } else if (this.waitingHead > 1024 && this.waitingHead * 2 > this.waiting.length) {
+      this.waiting = this.waiting.slice(this.waitingHead);
+      this.waitingHead = 0;
+    }
+    return this.waitingHead;
+  }
+
+  private finish(seq: Sequence, reason: FinishReason, t: number): void {
+    seq.state = DONE;
+    this.byId.delete(seq.request.id);
+    this.finishedCounts[reason]++;
+    const result: EngineResult = {
+      id: seq.request.id,
+      promptTokens: seq.request.promptTokens,
+      outputTokens: seq.outputTokens,
+      cachedTokens: seq.cachedTokens,
+      finishReason: reason,
+      preempted: seq.preempted,
+      arrivedAt: seq.arrivedAt,
+      firstTokenAt: seq.firstTokenAt,
+    };
+    seq.request.onFinish?.(result, t);
+  }
+}
