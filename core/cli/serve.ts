@@ -4,6 +4,7 @@ import { builtinRegistry } from '../plugins/builtins.ts';
 import { loadPolicyDir } from '../policy/load.ts';
 import { formatProblem } from '../policy/problems.ts';
 import { fixedPolicy } from '../serve/fixed-policy.ts';
+import { routerLogger } from '../observe/logger.ts';
 import { startRouter } from '../serve/server.ts';
 import { UsageError } from './usage.ts';
 
@@ -50,7 +51,7 @@ export async function runServe(argv: string[]): Promise<number> {
     policy: fixedPolicy(loaded.snapshot),
     port,
     host: values.host,
-    logger: { level: values['log-level'] },
+    logger: routerLogger({ level: values['log-level'] }),
     emulatorSpeed: speed,
     adminToken: process.env.SWITCHYARD_ADMIN_TOKEN || undefined,
   });

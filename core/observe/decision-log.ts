@@ -3,7 +3,8 @@
 import { decisionJson, type Decision } from '../decide/decide.ts';
 
 export interface LoggedDecision {
-  readonly at: string;
+  /** Epoch ms; formatted only when read. */
+  readonly at: number;
   readonly decision: Decision;
   /** Set when the request was retried, failed upstream, or ended. */
   outcome?: string;
@@ -18,7 +19,7 @@ export class DecisionLog {
   }
 
   add(decision: Decision, now = Date.now()): LoggedDecision {
-    const entry: LoggedDecision = { at: new Date(now).toISOString(), decision };
+    const entry: LoggedDecision = { at: now, decision };
     this.ring[this.next] = entry;
     this.next = (this.next + 1) % this.capacity;
     return entry;
@@ -29,7 +30,7 @@ export class DecisionLog {
     for (let i = 1; i <= Math.min(limit, this.capacity); i++) {
       const entry = this.ring[(this.next - i + this.capacity) % this.capacity];
       if (!entry) break;
-      out.push({ at: entry.at, ...(entry.outcome ? { outcome: entry.outcome } : {}), ...decisionJson(entry.decision) });
+      out.push({ at: new Date(entry.at).toISOString(), ...(entry.outcome ? { outcome: entry.outcome } : {}), ...decisionJson(entry.decision) });
     }
     return out;
   }

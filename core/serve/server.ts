@@ -69,8 +69,10 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   fleet.start();
   metrics.policyGeneration.set(initial.generation);
 
+  const logger = options.logger ?? { level: 'info' };
+  const isInstance = typeof logger === 'object' && typeof (logger as FastifyBaseLogger).info === 'function';
   const app = Fastify({
-    logger: options.logger ?? { level: 'info' },
+    ...(isInstance ? { loggerInstance: logger as FastifyBaseLogger } : { logger: logger as boolean | Record<string, unknown> }),
     // One line per request, written by the proxy with the decision in it.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: initial.settings.bodyLimitBytes,

@@ -5,6 +5,7 @@ import fc from 'fast-check';
 import { decide } from '../../core/decide/decide.ts';
 import { createEnv } from '../../core/decide/env.ts';
 import { requestFacts } from '../../core/facts/request-facts.ts';
+import type { Endpoint } from '../../core/facts/request-schemas.ts';
 import { bundledPolicy, ManualFleet, route, singlePool } from '../helpers/core.ts';
 
 test('a tenant over its requests-per-minute quota gets 429 with Retry-After', () => {
@@ -100,7 +101,7 @@ test('property: any JSON body and headers yield a decision with a status, never 
   const env = createEnv();
   fc.assert(
     fc.property(
-      fc.constantFrom('chat', 'completions', 'embeddings'),
+      fc.constantFrom<Endpoint>('chat', 'completions', 'embeddings'),
       fc.oneof(fc.jsonValue(), fc.record({ model: fc.oneof(fc.string(), fc.constantFrom('auto', 'chat-large', 'team-x-v3')), messages: fc.jsonValue(), prompt: fc.jsonValue(), max_tokens: fc.jsonValue() }, { requiredKeys: [] })),
       fc.dictionary(fc.constantFrom('authorization', 'x-priority', 'x-deadline-ms', 'x-conversation-id'), fc.string()),
       (endpoint, body, headers) => {

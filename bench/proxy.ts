@@ -1,0 +1,111 @@
+// npm run bench:proxy — the router against a bare fastify+undici pass-through,
+// in one run, in front of the same emulated engine: router CPU µs per request
+// (each server process's own CPU time) and added latency p50/p99 at a fixed
+// request rate, non-streaming and streaming.
+import { fork, type ChildProcess } from 'node:child_process';
+import { Pool } from 'undici';
+
+const RATE = Number(process.env.BENCH_RATE ?? 200); // requests per second, open loop
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
+const here = new URL('.', import.meta.url).pathname;
+
+interface Target {
+  name: string;
+  url: string;
+  child?: ChildProcess;
+}
+
+function start(script: string, args: string[]): Promise<{ url: string; child: ChildProcess }> {
+  const child = fork(script, args, { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  return new Promise((resolve, reject) => {
+    child.once('message', (m) => resolve({ url: (m as { url: string }).url, child }));
+    child.once('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
+  });
+}
+
+function cpuMicros(child: ChildProcess): Promise<number> {
+  return new Promise((resolve) => {
+    child.once('message', (m) => resolve((m as { cpuMicros: number }).cpuMicros));
+    child.send('cpu');
+  });
+}
+
+const body = (stream: boolean, i: number) =>
+  JSON.stringify({
+    model: 'bench-model',
+    messages: [
+      { role: 'system', content: 'You are a concise assistant. '.repeat(20) },
+      { role: 'user', content: `Question ${i}: summarise the plot of a novel in one line.` },
+    ],
+    max_tokens: 16,
+    stream,
+    ...(stream ? { stream_options: { include_usage: true } } : {}),
+  });
+
+async function load(target: Target, stream: boolean): Promise<{ latencies: number[]; errors: number }> {
+  const pool = new Pool(target.url, { connections: 256 });
+  const latencies: number[] = [];
+  let errors = 0;
+  const total = RATE * SECONDS;
+  const started = performance.now();
+  const inFlight: Promise<void>[] = [];
+  for (let i = 0; i < total; i++) {
+    const due = started + (i * 1000) / RATE;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    const sent = performance.now();
+    inFlight.push(
+      pool
+        .request({ path: '/v1/chat/completions', method: 'POST', headers: { 'content-type': 'application/json', 'x-conversation-id': `c-${i % 50}` }, body: body(stream, i) })
+        .then(async (response) => {
+          await response.body.text();
+          if (response.statusCode !== 200) errors++;
+          else latencies.push(performance.now() - sent);
+        })
+        .catch(() => {
+          errors++;
+        }),
+    );
+  }
+  await Promise.all(inFlight);
+  await pool.close();
+  return { latencies: latencies.sort((a, b) => a - b), errors };
+}
+
+const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN;
+
+const engine = await start(`${here}targets/engine.ts`, []);
+const bare = await start(`${here}targets/bare-proxy.ts`, [engine.url]);
+const router = await start(`${here}targets/router.ts`, [engine.url]);
+const targets: Target[] = [
+  { name: 'engine (direct)', url: engine.url },
+  { name: 'bare pass-through', url: bare.url, child: bare.child },
+  { name: 'switchyard', url: router.url, child: router.child },
+];
+
+console.log(`bench:proxy — ${RATE} req/s for ${SECONDS} s per run, one emulated engine, 16 output tokens`);
+for (const stream of [false, true]) {
+  // Warm up every path (JIT, connections), then measure.
+  for (const target of targets) await load({ ...target }, stream).catch(() => undefined);
+  const rows: { name: string; cpu?: number; p50: number; p99: number; errors: number }[] = [];
+  for (const target of targets) {
+    const before = target.child ? await cpuMicros(target.child) : 0;
+    const { latencies, errors } = await load(target, stream);
+    const cpu = target.child ? ((await cpuMicros(target.child)) - before) / (latencies.length + errors) : undefined;
+    rows.push({ name: target.name, cpu, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99), errors });
+  }
+  const direct = rows[0];
+  const bareRow = rows[1];
+  console.log(`\n${stream ? 'streaming (SSE)' : 'non-streaming'}`);
+  console.log('target              | CPU µs/req | latency p50 ms | p99 ms | added p50 ms | added p99 ms | errors');
+  for (const row of rows) {
+    console.log(
+      `${row.name.padEnd(19)} | ${row.cpu === undefined ? '         -' : row.cpu.toFixed(0).padStart(10)} | ${row.p50.toFixed(2).padStart(14)} | ${row.p99.toFixed(2).padStart(6)} | ${(row.p50 - direct.p50).toFixed(2).padStart(12)} | ${(row.p99 - direct.p99).toFixed(2).padStart(12)} | ${row.errors}`,
+    );
+  }
+  const routerRow = rows[2];
+  console.log(`router CPU per request = ${(routerRow.cpu! / bareRow.cpu!).toFixed(2)}× the bare pass-through's (goal ≤ 1.5×)`);
+}
+
+for (const child of [engine.child, bare.child, router.child]) child.kill();
+process.exit(0);
