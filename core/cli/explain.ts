@@ -72,7 +72,8 @@ export function runExplain(argv: string[]): number {
     { requestId: 'explain', endpoint, headers, body },
     { estimator: charsPerTokenEstimator(snapshot.settings.charsPerToken) },
   );
-  const decision = decide(facts, snapshot, fleet, createEnv({ seed: values.seed, now: () => now }));
+  // Offline: no pick budget, so a cold start can't change the answer.
+  const decision = decide(facts, snapshot, fleet, createEnv({ seed: values.seed, now: () => now }), { pickBudgetMs: Infinity });
 
   if (values.json) console.log(JSON.stringify(decisionJson(decision), null, 2));
   else console.log(renderText(decision, endpoint, body));

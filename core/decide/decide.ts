@@ -63,14 +63,8 @@ export function decide(
   const requestId = facts.requestId;
 
   // Who is asking.
-  let tenant: Tenant | undefined;
-  if (facts.apiKeyHash !== undefined) {
-    tenant = snapshot.tenantsByKeyHash.get(facts.apiKeyHash);
-    if (!tenant) return rejected(requestId, rejection('invalid_api_key', 'Incorrect API key provided.'), trace, undefined, { decidedBy: 'tenant lookup', reason: 'unknown API key' });
-  } else {
-    tenant = snapshot.anonymousTenant;
-    if (!tenant) return rejected(requestId, rejection('invalid_api_key', 'An API key is required: send "Authorization: Bearer <key>".'), trace, undefined, { decidedBy: 'tenant lookup', reason: 'no API key and no anonymous tenant' });
-  }
+  const tenant = resolveTenant(snapshot, facts.apiKeyHash);
+  if ('code' in tenant) return rejected(requestId, tenant, trace, undefined, { decidedBy: 'tenant lookup', reason: tenant.message });
   const priority: Priority = facts.priority ?? tenant.defaultPriority;
   const maxTokens = facts.maxTokens ?? snapshot.settings.defaultMaxTokens;
   trace.tenant = { decidedBy: facts.apiKeyHash ? 'API key' : 'anonymous tenant', reason: `${tenant.id} (${tenant.tier})`, facts: { priority } };
@@ -176,6 +170,12 @@ export function decide(
     routed,
     poolRef: pool,
   };
+}
+
+/** The tenant of an API key hash (undefined: no key sent), or the 401 to answer. */
+export function resolveTenant(snapshot: Snapshot, apiKeyHash: string | undefined): Tenant | Rejection {
+  if (apiKeyHash !== undefined) return snapshot.tenantsByKeyHash.get(apiKeyHash) ?? rejection('invalid_api_key', 'Incorrect API key provided.');
+  return snapshot.anonymousTenant ?? rejection('invalid_api_key', 'An API key is required: send "Authorization: Bearer <key>".');
 }
 
 function rejected(

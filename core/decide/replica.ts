@@ -1,7 +1,8 @@
 // Decision 3 — which replica: the pool's strategy chain over the candidates,
 // unsaturated ones first. Each strategy picks or passes; a strategy that
-// throws, answers with a replica it wasn't given, or overruns its budget is
-// skipped, and the chain goes on. When every strategy passes, least load.
+// throws or answers with a replica it wasn't given is skipped, one that keeps
+// overrunning its budget is suspended, and the chain goes on. When every
+// strategy passes, least load.
 import { isPass, leastLoaded, type Candidate, type RoutedRequest } from '../../sdk/index.ts';
 import type { Pool } from '../policy/snapshot.ts';
 import type { StepTrace, TraceAlternative } from './trace.ts';
@@ -13,6 +14,31 @@ export interface ChainHooks {
   onFault?(pool: Pool, strategy: string, fault: StrategyFault, detail: string): void;
   /** Wall-clock budget of one pick, ms. */
   readonly pickBudgetMs?: number;
+}
+
+/**
+ * The budget is wall-clock, so one GC pause or a descheduled process can
+ * overrun it through no fault of the strategy; discarding that answer would
+ * only make routing flap. A strategy that overruns repeatedly (3 times in
+ * its last 100 picks) is slow for real: it is skipped for 10 s, then tried
+ * again. Every overrun is reported.
+ */
+const OVERRUNS_TO_SUSPEND = 3;
+const OVERRUN_WINDOW_PICKS = 100;
+const SUSPENSION_MS = 10_000;
+
+interface BudgetRecord {
+  picks: number;
+  overrunsAt: number[];
+  suspendedUntil: number;
+}
+
+const budgets = new WeakMap<object, BudgetRecord>();
+
+function budgetOf(instance: object): BudgetRecord {
+  let record = budgets.get(instance);
+  if (!record) budgets.set(instance, (record = { picks: 0, overrunsAt: [], suspendedUntil: 0 }));
+  return record;
 }
 
 export interface ReplicaChoice {
@@ -39,8 +65,13 @@ export function chooseReplica(
   const facts = { candidates: candidates.length, saturated: candidates.length - unsaturated.length, excluded: excluded.length };
 
   for (const slot of pool.chain) {
+    const record = budgetOf(slot.instance);
     let result;
     const started = performance.now();
+    if (record.suspendedUntil > started) {
+      notes.push({ name: slot.name, note: 'skipped: suspended for overrunning its budget' });
+      continue;
+    }
     try {
       result = slot.instance.pick(request, preferred);
     } catch (error) {
@@ -49,10 +80,18 @@ export function chooseReplica(
       continue;
     }
     const elapsed = performance.now() - started;
+    record.picks++;
     if (elapsed > budget) {
-      hooks.onFault?.(pool, slot.name, 'over_budget', `pick took ${elapsed.toFixed(2)} ms (budget ${budget} ms)`);
-      notes.push({ name: slot.name, note: `skipped: over budget (${elapsed.toFixed(2)} ms)` });
-      continue;
+      record.overrunsAt = record.overrunsAt.filter((at) => at > record.picks - OVERRUN_WINDOW_PICKS);
+      record.overrunsAt.push(record.picks);
+      const suspend = record.overrunsAt.length >= OVERRUNS_TO_SUSPEND;
+      hooks.onFault?.(pool, slot.name, 'over_budget', `pick took ${elapsed.toFixed(2)} ms (budget ${budget} ms)${suspend ? `; suspended for ${SUSPENSION_MS / 1000} s` : ''}`);
+      if (suspend) {
+        record.suspendedUntil = started + elapsed + SUSPENSION_MS;
+        record.overrunsAt = [];
+        notes.push({ name: slot.name, note: `skipped: over budget ${OVERRUNS_TO_SUSPEND} times, suspended` });
+        continue;
+      }
     }
     if (result == null || isPass(result)) {
       notes.push({ name: slot.name, note: `passed: ${result?.reason ?? 'no answer'}` });

@@ -8,7 +8,7 @@
 // The compiled module's file name carries its content hash: an unchanged
 // plugin is neither rebuilt nor re-imported, and A→B→A gets A's module back.
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { SourceMap } from 'node:module';
 import { tmpdir } from 'node:os';
 import { basename, dirname, extname, join, relative, resolve, sep } from 'node:path';
@@ -53,7 +53,7 @@ export interface PluginSet {
 export interface PluginLoaderOptions {
   /** Default: the strategies in plugins/. */
   readonly builtins?: readonly AnyStrategy[];
-  /** Where compiled modules are written before import; default a per-process folder under the OS temp dir. */
+  /** Where compiled modules are written before import; default a new folder under the OS temp dir. */
   readonly cacheDir?: string;
   /** The SDK version plugins' `sdk` ranges are checked against; default SDK_VERSION. */
   readonly sdkVersion?: string;
@@ -86,7 +86,8 @@ export function listPluginFiles(dir: string): string[] {
 
 export class PluginLoader {
   readonly #builtins: readonly AnyStrategy[];
-  readonly #cacheDir: string;
+  readonly #chosenCacheDir?: string;
+  #cacheDir?: string;
   readonly #sdkVersion: string;
   readonly #cache = new Map<string, CacheEntry>();
   /** Compiled module URL → its definition: a module imported once is never imported again. */
@@ -95,7 +96,7 @@ export class PluginLoader {
 
   constructor(options: PluginLoaderOptions = {}) {
     this.#builtins = options.builtins ?? BUILTIN_STRATEGIES;
-    this.#cacheDir = options.cacheDir ?? join(tmpdir(), 'switchyard-plugins', String(process.pid));
+    this.#chosenCacheDir = options.cacheDir;
     this.#sdkVersion = options.sdkVersion ?? SDK_VERSION;
   }
 
@@ -159,8 +160,15 @@ export class PluginLoader {
     return entry;
   }
 
+  /** Created on first use, so a policy without plugins leaves nothing behind. */
+  #dir(): string {
+    this.#cacheDir ??= this.#chosenCacheDir ?? mkdtempSync(join(tmpdir(), 'switchyard-plugins-'));
+    return this.#cacheDir;
+  }
+
   async #build(path: string): Promise<CacheEntry> {
     const file = displayPath(path);
+    const cacheDir = this.#dir();
     const dir = dirname(path);
     this.#stats.builds++;
     let output;
@@ -168,7 +176,7 @@ export class PluginLoader {
       output = await build({
         entryPoints: [path],
         absWorkingDir: dir,
-        outfile: join(this.#cacheDir, 'plugin.mjs'),
+        outfile: join(cacheDir, 'plugin.mjs'),
         bundle: true,
         write: false,
         format: 'esm',
@@ -197,7 +205,7 @@ export class PluginLoader {
     try {
       namespace = (await this.#import(url)) as { default?: unknown };
     } catch (error) {
-      return { inputs, problems: [loadProblem(error, path, url, map, file, this.#cacheDir)] };
+      return { inputs, problems: [loadProblem(error, path, url, map, file, cacheDir)] };
     }
     const definition = namespace.default;
     const at = { file, ...locateDefaultExport(path) };
@@ -233,10 +241,10 @@ export class PluginLoader {
   #write(path: string, hash: string, code: string, map: string | undefined): string {
     const stem = basename(path, extname(path)).replace(/[^A-Za-z0-9_-]/g, '_');
     const name = `${stem}.${hash}.mjs`;
-    const target = join(this.#cacheDir, name);
+    const target = join(this.#dir(), name);
     const url = pathToFileURL(target).href;
     if (this.#modules.has(url) || existsSync(target)) return url;
-    mkdirSync(this.#cacheDir, { recursive: true });
+    mkdirSync(this.#dir(), { recursive: true });
     if (map) writeFileSync(`${target}.map`, map);
     const temporary = `${target}.${process.pid}.tmp`;
     writeFileSync(temporary, map ? `${code}//# sourceMappingURL=${name}.map\n` : code);
@@ -252,9 +260,14 @@ export class PluginLoader {
     return namespace;
   }
 
-  /** Removes the compiled modules from disk (loaded modules stay in memory: Node can't unload them). */
+  /**
+   * Removes the compiled modules from disk once nothing more will be loaded
+   * (loaded modules stay in memory: Node can't unload them). A later load
+   * writes them again.
+   */
   clearCacheDir(): void {
-    rmSync(this.#cacheDir, { recursive: true, force: true });
+    if (this.#cacheDir) rmSync(this.#cacheDir, { recursive: true, force: true });
+    this.#cacheDir = undefined;
   }
 }
 

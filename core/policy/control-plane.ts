@@ -39,7 +39,7 @@ export type ControlPlaneState =
   /** The table is valid alone but the policy can't be built with it (a tenant's model is gone, say): the last good table stays. */
   | 'rejected';
 
-export interface ControlPlaneStatus {
+export type ControlPlaneStatus = {
   readonly url: string;
   readonly state: ControlPlaneState;
   /** Where the newest usable table came from. */
@@ -55,7 +55,7 @@ export interface ControlPlaneStatus {
   /** Why the last request failed, or the table's problems as FILE:LINE:COL lines. */
   readonly errors: readonly string[];
   readonly cacheFile: string;
-}
+};
 
 interface SavedTable {
   readonly url: string;

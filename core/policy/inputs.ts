@@ -93,6 +93,8 @@ export async function loadPolicyDirWithPlugins(
 ): Promise<LoadResult & { plugins: readonly LoadedPlugin[] }> {
   const { loader = new PluginLoader(), table, ...compile } = options;
   const inputs = await readPolicyInputs(dir, { loader, table });
+  // A loader of its own loads nothing more: its compiled files can go.
+  if (!options.loader) loader.clearCacheDir();
   if (inputs.unsettled.length) {
     return { problems: inputs.unsettled.map((file) => ({ file, line: 1, col: 1, message: 'the file changed while it was read (a save in progress?)' })), files: [], plugins: [] };
   }

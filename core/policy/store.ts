@@ -50,7 +50,8 @@ export type ReloadResult =
   /** A file changed while it was read (a save in progress): read again shortly. */
   | 'deferred';
 
-export interface ReloadOutcome {
+// Types, not interfaces: plain JSON for /admin/state and /admin/reload (assignable to Record<string, unknown>).
+export type ReloadOutcome = {
   readonly result: ReloadResult;
   readonly reason: string;
   /** The live generation after this reload. */
@@ -64,7 +65,7 @@ export interface ReloadOutcome {
   readonly problems: readonly PolicyProblem[];
   /** `problems` as FILE:LINE:COL: message lines. */
   readonly errors: readonly string[];
-}
+};
 
 export interface SnapshotLease {
   readonly snapshot: Snapshot;
@@ -72,7 +73,7 @@ export interface SnapshotLease {
   release(): void;
 }
 
-export interface PolicyStatus {
+export type PolicyStatus = {
   readonly generation: number;
   /** Over policy files, plugins and routing table. */
   readonly hash: string;
@@ -94,7 +95,7 @@ export interface PolicyStatus {
   /** Directories being watched, or false. */
   readonly watching: readonly string[] | false;
   readonly controlPlane?: ControlPlaneStatus & { readonly tableInUse?: string; readonly tableInUseVersion?: string };
-}
+};
 
 export interface SwapEvent {
   readonly snapshot: Snapshot;
@@ -156,6 +157,7 @@ class Lease implements SnapshotLease {
 export class PolicyStore {
   readonly dir: string;
   readonly #loader: PluginLoader;
+  readonly #ownsLoader: boolean;
   readonly #controlPlane?: ControlPlaneSource;
   readonly #options: PolicyStoreOptions;
   readonly #log?: Logger;
@@ -196,6 +198,7 @@ export class PolicyStore {
     this.#options = options;
     this.#log = options.log;
     this.#loader = options.loader ?? new PluginLoader();
+    this.#ownsLoader = options.loader === undefined;
     const cp = options.controlPlane;
     if (cp) this.#controlPlane = cp instanceof ControlPlaneSource ? cp : new ControlPlaneSource({ log: options.log, ...cp });
   }
@@ -216,7 +219,10 @@ export class PolicyStore {
     if (first.result !== 'ok') {
       cp?.stop();
       clearTimeout(this.#retryTimer);
-      throw new PolicyError(first.problems.length ? first.problems : [{ file: displayPath(this.dir), line: 1, col: 1, message: 'policy files kept changing while being read' }]);
+      if (this.#ownsLoader) this.#loader.clearCacheDir();
+      const problems = first.problems.length ? [...first.problems] : [{ file: displayPath(this.dir), line: 1, col: 1, message: 'policy files kept changing while being read' }];
+      if (cp && !cp.table()) problems.unshift({ file: cp.url, line: 1, col: 1, message: `no routing table yet: ${cp.status().errors.join('; ') || 'none served'}` });
+      throw new PolicyError(problems);
     }
   }
 
@@ -252,6 +258,11 @@ export class PolicyStore {
     return run;
   }
 
+  /** Each new live snapshot (shorthand for on('swap')). */
+  onSwap(listener: (snapshot: Snapshot) => void): () => void {
+    return this.on('swap', (event) => listener(event.snapshot));
+  }
+
   on<K extends keyof PolicyStoreEvents>(event: K, listener: Listener<K>): () => void {
     this.#listeners[event].add(listener);
     return () => this.#listeners[event].delete(listener);
@@ -265,7 +276,7 @@ export class PolicyStore {
       hash: this.#inputsHash,
       policyHash: snapshot.hash,
       loadedAt: new Date(this.#loadedAt).toISOString(),
-      files: snapshot.files,
+      files: [...new Set(snapshot.files)],
       plugins: this.#plugins.map(({ name, version, file, hash }) => ({ name, version, file, hash })),
       pluginDirs: this.#pluginDirs.map(displayPath),
       inFlight: this.#holder.refs,
@@ -273,7 +284,7 @@ export class PolicyStore {
       reloads: { ...this.#counts },
       lastReload: this.#lastReload,
       lastError: this.#lastError,
-      watching: this.#watcher ? this.#watcher.paths.map(displayPath) : false,
+      watching: this.#watcher && !this.#closed ? this.#watcher.paths.map(displayPath) : false,
       controlPlane: cp ? { ...cp.status(), tableInUse: this.#tableInUse?.hash, tableInUseVersion: this.#tableInUse?.version } : undefined,
     };
   }
@@ -305,6 +316,7 @@ export class PolicyStore {
     this.#controlPlane?.stop();
     await this.#watcher?.close();
     await this.#tail;
+    if (this.#ownsLoader) this.#loader.clearCacheDir();
     this.#retire(this.#holder);
   }
 

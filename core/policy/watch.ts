@@ -7,6 +7,7 @@
 // Measured with chokidar 4 on Linux: a temp-file-then-rename save gives one
 // `change` of the file; a ConfigMap `..data` symlink swap gives `change` of
 // each linked file plus addDir/unlinkDir of the `..<timestamp>` folders.
+import { basename, isAbsolute, join } from 'node:path';
 import { watch, type FSWatcher } from 'chokidar';
 import type { Logger } from '../../sdk/index.ts';
 
@@ -65,6 +66,14 @@ export class PolicyWatcher {
     });
     this.#watcher = watcher;
     watcher.on('all', (_event, path) => this.#saw(String(path)));
+    // chokidar drops a second `change` of a file within 50 ms of the first;
+    // the raw fs.watch events are never dropped, so the debounce sees every write.
+    watcher.on('raw', (_event, path, details) => {
+      const watched = (details as { watchedPath?: string } | undefined)?.watchedPath;
+      const name = String(path ?? '');
+      // A folder's watcher names the entry; a file's own watcher names the file itself.
+      this.#saw(!watched ? name : !name || isAbsolute(name) || basename(watched) === name ? watched : join(watched, name));
+    });
     watcher.on('error', (error) => this.#options.log?.warn('policy watcher error', { error: (error as Error).message }));
     await new Promise<void>((resolve) => watcher.once('ready', () => resolve()));
     if (this.#closed) await watcher.close();

@@ -1,7 +1,8 @@
 // GET /v1/models: the aliases, models and adapters the caller's tenant may
 // use, in OpenAI's list shape (adapters carry `parent`, as vLLM lists them).
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { errorBody, rejection } from '../errors.ts';
+import { resolveTenant } from '../decide/decide.ts';
+import { errorBody } from '../errors.ts';
 import { sha256Hex } from '../facts/request-facts.ts';
 import type { Snapshot, Tenant } from '../policy/snapshot.ts';
 import { rejectionHeaders } from './rejections.ts';
@@ -15,10 +16,6 @@ interface ModelCard {
   switchyard?: Record<string, unknown>;
 }
 
-export function tenantOf(snapshot: Snapshot, authorization: string | undefined): Tenant | undefined {
-  const key = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1];
-  return key ? snapshot.tenantsByKeyHash.get(sha256Hex(key)) : snapshot.anonymousTenant;
-}
 
 export function listModels(snapshot: Snapshot, tenant: Tenant): ModelCard[] {
   const created = 0;
@@ -50,11 +47,9 @@ export function listModels(snapshot: Snapshot, tenant: Tenant): ModelCard[] {
 export function modelsHandler(current: () => Snapshot) {
   return async (request: FastifyRequest, reply: FastifyReply) => {
     const snapshot = current();
-    const tenant = tenantOf(snapshot, request.headers.authorization);
-    if (!tenant) {
-      const r = rejection('invalid_api_key', request.headers.authorization ? 'Incorrect API key provided.' : 'An API key is required: send "Authorization: Bearer <key>".');
-      return reply.code(r.status).headers(rejectionHeaders(r, request.id)).send(errorBody(r));
-    }
+    const key = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '')?.[1];
+    const tenant = resolveTenant(snapshot, key === undefined ? undefined : sha256Hex(key));
+    if ('code' in tenant) return reply.code(tenant.status).headers(rejectionHeaders(tenant, request.id)).send(errorBody(tenant));
     return { object: 'list', data: listModels(snapshot, tenant) };
   };
 }

@@ -1,0 +1,63 @@
+// A plugin can slow or break only itself: throws, bad answers and overruns
+// skip that strategy; the request goes on (DESIGN.md, invariant 4).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { decide } from '../../core/decide/decide.ts';
+import { createEnv } from '../../core/decide/env.ts';
+import { BUILTIN_STRATEGIES } from '../../core/plugins/builtins.ts';
+import { registryOf } from '../../core/plugins/registry.ts';
+import { loadPolicyTexts } from '../../core/policy/load.ts';
+import type { StrategyDefinition } from '../../sdk/index.ts';
+import { facts, ManualFleet } from '../helpers/core.ts';
+
+const behaving = (name: string, pick: StrategyDefinition['create']): StrategyDefinition => ({ name, version: '1.0.0', sdk: '^1', create: pick });
+const thrower = behaving('thrower', () => ({ pick: () => { throw new Error('boom'); } }));
+const liar = behaving('liar', () => ({ pick: () => ({ replica: 'not-a-candidate', reason: 'lies' }) }));
+const sluggish = behaving('sluggish', () => ({
+  pick(_request, candidates) {
+    const until = performance.now() + 3;
+    while (performance.now() < until) {
+      // a strategy doing far too much work per pick
+    }
+    return { replica: candidates[0].id, reason: 'slow but sure' };
+  },
+}));
+
+function policyWith(chain: string[]) {
+  const result = loadPolicyTexts(
+    {
+      'models.yaml': 'kind: models\nmodels:\n  - id: m\n    versions: [{ version: v1 }]\n',
+      'tenants.yaml': 'kind: tenants\nanonymous: t\ntenants:\n  - { id: t, tier: free }\n',
+      'pools.yaml': `kind: pools\npools:\n  - name: general\n    model: m\n    version: v1\n    strategies: ${JSON.stringify(chain)}\n    replicas:\n      - { id: r0, url: "http://127.0.0.1:9000" }\n      - { id: r1, url: "http://127.0.0.1:9001" }\n`,
+    },
+    { registry: registryOf([...BUILTIN_STRATEGIES, thrower, liar, sluggish]) },
+  );
+  return result.snapshot!;
+}
+
+test('a strategy that throws or answers a replica it was not given is skipped; the request goes on', () => {
+  const faults: string[] = [];
+  const policy = policyWith(['thrower', 'liar', 'least-load']);
+  const d = decide(facts({ model: 'm' }), policy, new ManualFleet(), createEnv(), { onFault: (_p, strategy, fault) => faults.push(`${strategy}:${fault}`) });
+  assert.equal(d.status, 200);
+  assert.equal(d.strategy, 'least-load');
+  assert.deepEqual(faults, ['thrower:threw', 'liar:bad_answer']);
+  const notes = d.trace.replica!.alternatives!.map((a) => `${a.name} ${a.note}`);
+  assert.ok(notes.includes('thrower skipped: threw'));
+  assert.ok(notes.includes('liar skipped: answered a replica it was not given'));
+});
+
+test('a strategy that keeps overrunning its 1 ms budget is suspended; one overrun alone does not change the route', () => {
+  const faults: string[] = [];
+  const policy = policyWith(['sluggish', 'round-robin']);
+  const route = () => decide(facts({ model: 'm' }), policy, new ManualFleet(), createEnv(), { onFault: (_p, strategy, fault, detail) => faults.push(`${strategy}:${fault}:${detail}`) });
+  assert.equal(route().strategy, 'sluggish', 'first overrun: answer kept, overrun reported');
+  assert.equal(route().strategy, 'sluggish');
+  const third = route();
+  assert.equal(third.strategy, 'round-robin', 'third overrun in 100 picks: suspended');
+  assert.equal(third.status, 200);
+  assert.equal(route().strategy, 'round-robin', 'still suspended');
+  assert.equal(faults.length, 3);
+  assert.ok(faults.every((f) => f.startsWith('sluggish:over_budget:pick took')));
+  assert.match(faults[2], /suspended for 10 s/);
+});
