@@ -67,38 +67,17 @@ export class RouterMetrics {
     labelNames: ['result'] as const,
     registers: [this.registry],
   });
-  readonly replicaKvUsage = new Gauge({
-    name: 'switchyard_replica_kv_usage',
-    help: 'KV cache usage (0..1) last scraped from each replica.',
-    labelNames: ['replica', 'pool'] as const,
-    registers: [this.registry],
-  });
-  readonly replicaQueue = new Gauge({
-    name: 'switchyard_replica_queue_depth',
-    help: 'Requests waiting in each replica, last scraped.',
-    labelNames: ['replica', 'pool'] as const,
-    registers: [this.registry],
-  });
-  readonly replicaInFlight = new Gauge({
-    name: 'switchyard_replica_in_flight',
-    help: 'Requests this router has in flight on each replica.',
-    labelNames: ['replica', 'pool'] as const,
-    registers: [this.registry],
-  });
-  readonly replicaSignalAge = new Gauge({
-    name: 'switchyard_replica_signal_age_seconds',
-    help: 'Age of the scraped load signals of each replica (+Inf before the first scrape).',
-    labelNames: ['replica', 'pool'] as const,
-    registers: [this.registry],
-  });
-  readonly replicaHealthy = new Gauge({
-    name: 'switchyard_replica_ready',
-    help: '1 when the replica takes new requests (ready or not yet checked), else 0.',
-    labelNames: ['replica', 'pool'] as const,
-    registers: [this.registry],
-  });
+  readonly replicaKvUsage = this.replicaGauge('switchyard_replica_kv_usage', 'KV cache usage (0..1) last scraped from each replica.');
+  readonly replicaQueue = this.replicaGauge('switchyard_replica_queue_depth', 'Requests waiting in each replica, last scraped.');
+  readonly replicaInFlight = this.replicaGauge('switchyard_replica_in_flight', 'Requests this router has in flight on each replica.');
+  readonly replicaSignalAge = this.replicaGauge('switchyard_replica_signal_age_seconds', 'Age of the scraped load signals of each replica (+Inf before the first scrape).');
+  readonly replicaHealthy = this.replicaGauge('switchyard_replica_ready', '1 when the replica takes new requests (ready or not yet checked), else 0.');
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'switchyard_process_' });
+  }
+
+  private replicaGauge(name: string, help: string) {
+    return new Gauge({ name, help, labelNames: ['replica', 'pool'] as const, registers: [this.registry] });
   }
 }
