@@ -10,8 +10,7 @@ import { requestFacts } from '../facts/request-facts.ts';
 import type { Endpoint } from '../facts/request-schemas.ts';
 import { charsPerTokenEstimator } from '../facts/tokens.ts';
 import { EMPTY_FLEET } from '../fleet/types.ts';
-import { builtinRegistry } from '../plugins/builtins.ts';
-import { loadPolicyDir } from '../policy/load.ts';
+import { loadPolicyDirWithPlugins } from '../policy/inputs.ts';
 import { formatProblem } from '../policy/problems.ts';
 import { readFleetFile } from './fleet-file.ts';
 import { UsageError } from './usage.ts';
@@ -23,7 +22,7 @@ const HELP = `Usage: switchyard explain --policies DIR --request FILE [--header 
   --fleet FILE     replica load: replicas: { ID: { kv_usage, queue_depth, running, in_flight, health, loaded_adapters, age_ms } }
   --json           one JSON object: model, version, adapter, pool, replica, reason, status, retryAfter, trace`;
 
-export function runExplain(argv: string[]): number {
+export async function runExplain(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -43,7 +42,7 @@ export function runExplain(argv: string[]): number {
   }
   if (!values.request) throw new UsageError('--request FILE is required (an OpenAI request body)');
 
-  const loaded = loadPolicyDir(values.policies!, { registry: builtinRegistry, seed: values.seed });
+  const loaded = await loadPolicyDirWithPlugins(values.policies!, { seed: values.seed });
   if (!loaded.snapshot) {
     for (const problem of loaded.problems) console.error(formatProblem(problem));
     console.error(`explain: the policies in ${values.policies} are invalid; run 'switchyard validate ${values.policies}'`);

@@ -1,18 +1,17 @@
 // `switchyard validate [DIR]`: schema and meaning of a policy directory.
 // Each problem as FILE:LINE:COL: message and exit 1; a summary and exit 0.
 import { parseArgs } from 'node:util';
-import { builtinRegistry } from '../plugins/builtins.ts';
-import { loadPolicyDir } from '../policy/load.ts';
+import { loadPolicyDirWithPlugins } from '../policy/inputs.ts';
 import { formatProblem } from '../policy/problems.ts';
 
-export function runValidate(argv: string[]): number {
+export async function runValidate(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({ args: argv, allowPositionals: true, options: { help: { type: 'boolean', short: 'h' } } });
   if (values.help) {
     console.log('Usage: switchyard validate [DIR]   (default: policies/)');
     return 0;
   }
   const dir = positionals[0] ?? 'policies';
-  const result = loadPolicyDir(dir, { registry: builtinRegistry });
+  const result = await loadPolicyDirWithPlugins(dir);
   if (result.problems.length > 0) {
     for (const problem of result.problems) console.error(formatProblem(problem));
     console.error(`${result.problems.length} problem${result.problems.length === 1 ? '' : 's'} in ${dir}`);
@@ -21,7 +20,8 @@ export function runValidate(argv: string[]): number {
   const s = result.snapshot!;
   console.log(
     `${dir}: valid — ${result.files.length} files, ${s.models.size} models, ${s.aliases.size} aliases, ${s.tenantsById.size} tenants, ` +
-      `${s.pools.length} pools, ${s.replicas.size} replicas, ${s.poolRules.rules.rules.length} pool rules`,
+      `${s.pools.length} pools, ${s.replicas.size} replicas, ${s.poolRules.rules.rules.length} pool rules` +
+      (result.plugins.length ? `, ${result.plugins.length} plugin${result.plugins.length === 1 ? '' : 's'}` : ''),
   );
   return 0;
 }

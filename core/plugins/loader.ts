@@ -46,7 +46,7 @@ export interface PluginSet {
   readonly registry: StrategyRegistry;
   /** Empty when every plugin loaded; any problem means the set must not be used. */
   readonly problems: readonly PolicyProblem[];
-  /** Hash over the plugins' hashes: equal hashes, the same plugins. */
+  /** Hash over every plugin file, loaded or refused: equal hashes, the same plugins and the same problems. */
   readonly hash: string;
 }
 
@@ -71,6 +71,8 @@ export interface LoaderStats {
 interface CacheEntry {
   /** Files the plugin was built from (outside node_modules) → their content hash. */
   readonly inputs: ReadonlyMap<string, string>;
+  /** The compiled module's hash, or the source's when it doesn't compile: broken files count in the set's hash too. */
+  readonly hash: string;
   readonly plugin?: LoadedPlugin;
   readonly problems: readonly PolicyProblem[];
 }
@@ -116,6 +118,8 @@ export class PluginLoader {
       files.push(...listPluginFiles(dir));
     }
     const results = await Promise.all(files.map((path) => this.loadFile(path)));
+    const hash = createHash('sha256');
+    files.forEach((path, i) => hash.update(path).update('\0').update(results[i].hash).update('\0'));
     const plugins: LoadedPlugin[] = [];
     const builtinNames = new Set(this.#builtins.map((d) => d.name));
     const byName = new Map<string, LoadedPlugin>();
@@ -137,8 +141,6 @@ export class PluginLoader {
       plugins.push(plugin);
     }
     const origins = new Map(plugins.map((p) => [p.name, p.file]));
-    const hash = createHash('sha256');
-    for (const p of plugins) hash.update(p.path).update('\0').update(p.hash).update('\0');
     return {
       plugins,
       registry: registryOf([...this.#builtins, ...plugins.map((p) => p.definition)], origins),
@@ -148,7 +150,7 @@ export class PluginLoader {
   }
 
   /** One plugin file: reused when it and the files it imports are unchanged, else built, imported and checked. */
-  async loadFile(path: string): Promise<{ plugin?: LoadedPlugin; problems: readonly PolicyProblem[] }> {
+  async loadFile(path: string): Promise<{ plugin?: LoadedPlugin; problems: readonly PolicyProblem[]; hash: string }> {
     const absolute = resolve(path);
     const cached = this.#cache.get(absolute);
     if (cached && unchanged(cached.inputs)) {
@@ -191,8 +193,9 @@ export class PluginLoader {
     } catch (error) {
       const failure = error as BuildFailure;
       const inputs = hashInputs(dir, [path]);
-      if (!Array.isArray(failure.errors)) return { inputs, problems: [{ file, line: 1, col: 1, message: `does not compile: ${String(error)}` }] };
-      return { inputs, problems: failure.errors.map((m) => compileProblem(m, dir, file)) };
+      const hash = `source:${inputs.get(path) ?? 'missing'}`;
+      if (!Array.isArray(failure.errors)) return { inputs, hash, problems: [{ file, line: 1, col: 1, message: `does not compile: ${String(error)}` }] };
+      return { inputs, hash, problems: failure.errors.map((m) => compileProblem(m, dir, file)) };
     }
     const inputs = hashInputs(dir, [path, ...Object.keys(output.metafile.inputs).map((input) => resolve(dir, input))]);
     // The map comment names the placeholder outfile: drop it, hash the code, name the file by the hash.
@@ -205,7 +208,7 @@ export class PluginLoader {
     try {
       namespace = (await this.#import(url)) as { default?: unknown };
     } catch (error) {
-      return { inputs, problems: [loadProblem(error, path, url, map, file, cacheDir)] };
+      return { inputs, hash, problems: [loadProblem(error, path, url, map, file, cacheDir)] };
     }
     const definition = namespace.default;
     const at = { file, ...locateDefaultExport(path) };
@@ -213,21 +216,23 @@ export class PluginLoader {
       const names = Object.keys(namespace);
       return {
         inputs,
+        hash,
         problems: [{ ...at, message: `no default export${names.length ? ` (it exports ${names.join(', ')})` : ''}: a plugin default-exports { name, version, sdk, create }` }],
       };
     }
     const shape = definitionProblems(definition);
-    if (shape.length) return { inputs, problems: shape.map((message) => ({ ...at, message: `not a strategy definition: ${message}` })) };
+    if (shape.length) return { inputs, hash, problems: shape.map((message) => ({ ...at, message: `not a strategy definition: ${message}` })) };
     const strategy = definition as AnyStrategy;
     const range = sdkRangeProblem(strategy, this.#sdkVersion);
-    if (range) return { inputs, problems: [{ ...at, message: `refused: ${range}` }] };
+    if (range) return { inputs, hash, problems: [{ ...at, message: `refused: ${range}` }] };
     try {
       configValidator(strategy);
     } catch (error) {
-      return { inputs, problems: [{ ...at, message: `strategy "${strategy.name}": configSchema is not a valid JSON Schema: ${(error as Error).message}` }] };
+      return { inputs, hash, problems: [{ ...at, message: `strategy "${strategy.name}": configSchema is not a valid JSON Schema: ${(error as Error).message}` }] };
     }
     return {
       inputs,
+      hash,
       problems: [],
       plugin: { name: strategy.name, version: strategy.version, file, path, hash, definition: strategy },
     };

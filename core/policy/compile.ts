@@ -85,6 +85,11 @@ export function compilePolicy(
   const problems: PolicyProblem[] = [];
   const report = (source: PolicySource, path: PathSegment[], message: string, key?: string) =>
     problems.push({ file: source.file, ...source.locate(path, key), message });
+  // A plugin strategy's problems name its file too.
+  const strategyLabel = (name: string) => {
+    const origin = options.registry.originOf?.(name);
+    return `strategy "${name}"${origin ? ` (plugin ${origin})` : ''}`;
+  };
   const ofKind = (kind: PolicyKind) => checked.filter((c) => c.kind === kind).map((c) => ({ source: c.source, doc: c.source.data as Doc }));
 
   // Settings: at most one document.
@@ -279,9 +284,7 @@ export function compilePolicy(
         if (validate) {
           const configProblems = schemaProblems(validate, config, source, typeof entry === 'string' ? at : [...at, 'config']);
           if (configProblems.length) {
-            const origin = options.registry.originOf?.(name);
-            const label = `strategy "${name}"${origin ? ` (plugin ${origin})` : ''}`;
-            problems.push(...configProblems.map((problem) => ({ ...problem, message: `${label}: ${problem.message}` })));
+            problems.push(...configProblems.map((problem) => ({ ...problem, message: `${strategyLabel(name)}: ${problem.message}` })));
             return;
           }
         }
@@ -376,8 +379,7 @@ export function compilePolicy(
         created.push({ instance, tookState: carryOver !== undefined });
         chain.push({ name, definition, instance });
       } catch (error) {
-        const origin = options.registry.originOf?.(name);
-        report(source, at, `strategy "${name}"${origin ? ` (plugin ${origin})` : ''}: create() threw: ${(error as Error)?.message ?? String(error)}`);
+        report(source, at, `${strategyLabel(name)}: create() threw: ${(error as Error)?.message ?? String(error)}`);
       }
     }
     finalPools.push({ ...draft, chain });

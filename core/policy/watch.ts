@@ -33,6 +33,7 @@ export class PolicyWatcher {
   #timer?: NodeJS.Timeout;
   #firstEventAt = 0;
   #closed = false;
+  #changing: Promise<void> = Promise.resolve();
 
   constructor(options: PolicyWatcherOptions) {
     this.#options = options;
@@ -50,7 +51,14 @@ export class PolicyWatcher {
    * A different set replaces the watcher (chokidar signals ready only once
    * per watcher), then reports a change so nothing written in between is missed.
    */
-  async watch(paths: readonly string[]): Promise<void> {
+  watch(paths: readonly string[]): Promise<void> {
+    // One at a time: replacing a watcher another call still waits on would leave that call hanging.
+    const next = this.#changing.then(() => this.#replace(paths));
+    this.#changing = next.catch(() => {});
+    return next;
+  }
+
+  async #replace(paths: readonly string[]): Promise<void> {
     if (this.#closed) return;
     const wanted = [...new Set(paths)].sort();
     if (this.#watcher && wanted.join('\0') === this.#paths.join('\0')) return;
@@ -86,6 +94,7 @@ export class PolicyWatcher {
     clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#pending = [];
+    await this.#changing;
     await this.#watcher?.close();
     this.#watcher = undefined;
   }

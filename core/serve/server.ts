@@ -21,6 +21,8 @@ import { Upstreams } from './upstream.ts';
 export interface ServedPolicy extends PolicySource {
   /** Called with each new snapshot after a successful reload. */
   onSwap?(listener: (snapshot: Snapshot) => void): void;
+  /** Every reload attempt with its result (ok, unchanged, error, deferred). */
+  on?(event: 'reload', listener: (outcome: { result: string }) => void): unknown;
   reload?(reason: string): Promise<Record<string, unknown>>;
   status?(): Record<string, unknown>;
 }
@@ -128,6 +130,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     options.adminToken,
   );
 
+  options.policy.on?.('reload', (outcome) => metrics.policyReloads.inc({ result: outcome.result }));
   options.policy.onSwap?.((snapshot) => {
     void (async () => {
       await embedded.sync(snapshot);

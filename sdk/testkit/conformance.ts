@@ -4,7 +4,7 @@
 import { AssertionError } from 'node:assert';
 import { Ajv } from 'ajv';
 import { leastLoaded } from '../load-score.ts';
-import { chainBlockHashes } from '../prefix.ts';
+import { chainBlockHashes, prefixSeed } from '../prefix.ts';
 import { seededRandom } from '../random.ts';
 import { isPass, type Candidate, type PickResult, type RoutedRequest, type StrategyDefinition, type StrategyInstance } from '../types.ts';
 import { definitionProblems, sdkRangeProblem } from './definition.ts';
@@ -132,16 +132,21 @@ export function runConformance(definition: StrategyDefinition<any>, options: Con
       const state = safely(() => second.instance.exportState!(), (error) => fail('state-handover', `exportState() threw: ${messageOf(error)}`));
       const successorCtx = context({ seed, previousState: state });
       const successor = make(successorCtx);
-      if (successor) replay(successor, successorCtx, workload.slice(0, 50), (check, message) => fail(check === 'given-candidates-only' ? 'state-handover' : check, `after a handover: ${message}`), true);
+      if (successor) {
+        replay(successor, successorCtx, workload.slice(0, 50), (check, message) => fail(check === 'given-candidates-only' ? 'state-handover' : check, `after a handover: ${message}`), true);
+        disposeTwice(successor, fail);
+      }
     }
     const stranger = safely(
       () => definition.create(structuredClone(config), context({ seed, previousState: { from: 'an unknown version', seen: 42 } })),
       (error) => fail('state-handover', `create() threw on a previousState it doesn't recognize (treat it as unknown): ${messageOf(error)}`),
     );
-    stranger?.dispose?.();
+    if (stranger) disposeTwice(stranger, () => {});
     disposeTwice(second.instance, () => {});
   }
-  return failures;
+  // Several instances may fail the same way (dispose, say): report it once.
+  const seen = new Set<string>();
+  return failures.filter((f) => !seen.has(`${f.check}\0${f.message}`) && seen.add(`${f.check}\0${f.message}`));
 }
 
 /** Runs the suite and throws an AssertionError listing every failure: for node:test, jest, vitest alike. */
@@ -234,7 +239,6 @@ function buildWorkload(steps: number): Step[] {
     const conversation = random() < 0.7 ? `conv-${Math.floor(random() * 16)}` : undefined;
     const system = systemPrompts[Math.floor(random() * systemPrompts.length)];
     const own = Array.from({ length: Math.floor(random() * 12) }, () => Math.floor(random() * 1e9));
-    const seed = adapter ? `test-model\0${adapter}` : 'test-model';
     out.push(
       freezeAll({
         request: request({
@@ -243,7 +247,7 @@ function buildWorkload(steps: number): Step[] {
           conversationId: conversation,
           priority: random() < 0.2 ? 'batch' : 'interactive',
           promptTokens: 100 + Math.floor(random() * 4000),
-          prefixHashes: random() < 0.1 ? [] : chainBlockHashes([...system, ...own], seed),
+          prefixHashes: random() < 0.1 ? [] : chainBlockHashes([...system, ...own], prefixSeed('test-model', adapter)),
         }),
         candidates: chosen.map((id) => randomCandidate(id, random)),
       }),

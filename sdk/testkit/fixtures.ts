@@ -1,7 +1,7 @@
 // Candidates, fleets, requests and a strategy context in a line each, with
 // defaults that look like a healthy vLLM replica and an ordinary chat request.
 import { DEFAULT_LOAD_SCORE_WEIGHTS } from '../load-score.ts';
-import { prefixHashes } from '../prefix.ts';
+import { prefixHashes, prefixSeed } from '../prefix.ts';
 import { seededRandom } from '../random.ts';
 import type {
   Candidate,
@@ -70,7 +70,6 @@ let requestCount = 0;
 export function request(init: RequestInit = {}): RoutedRequest {
   const { prompt, blockChars, ...fields } = init;
   const model = fields.model ?? 'test-model';
-  const seed = fields.adapter ? `${model}\0${fields.adapter}` : model;
   return {
     id: `req-${++requestCount}`,
     model,
@@ -80,7 +79,7 @@ export function request(init: RequestInit = {}): RoutedRequest {
     priority: 'interactive',
     promptTokens: prompt ? Math.ceil(prompt.length / 4) : 1000,
     maxTokens: 256,
-    prefixHashes: prompt ? prefixHashes(prompt, seed, blockChars) : [],
+    prefixHashes: prompt ? prefixHashes(prompt, prefixSeed(model, fields.adapter), blockChars) : [],
     ...fields,
   };
 }
