@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Runs every test/**/*.test.ts with node's test runner (through tsx), and
+// Runs every test/**/*.test.ts (and the examples' tests) with node's test runner (through tsx), and
 // fails when no test ran: Node 20 can't take a quoted glob, and a runner that
 // finds nothing would otherwise exit 0.
 import { spawnSync } from 'node:child_process';
@@ -19,7 +19,7 @@ function findTests(dir) {
   return found;
 }
 
-const files = findTests(join(root, 'test'))
+const files = [...findTests(join(root, 'test')), ...findTests(join(root, 'examples'))]
   .map((f) => relative(root, f))
   .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)));
 if (files.length === 0) {

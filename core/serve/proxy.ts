@@ -91,7 +91,7 @@ async function route(deps: ProxyDeps, snapshot: Snapshot, endpoint: Endpoint, pa
   const failed = new Set<string>();
   let result: AttemptResult;
   for (;;) {
-    result = await send(deps, decision, path, upstreamBody, stream, request, res, failed.size > 0);
+    result = await send(deps, snapshot, decision, path, upstreamBody, stream, request, res, failed.size > 0);
     if (result.kind !== 'retryable') break;
     deps.fleet.markFailure(decision.replica!, result.detail);
     failed.add(decision.replica!);
@@ -136,6 +136,7 @@ async function route(deps: ProxyDeps, snapshot: Snapshot, endpoint: Endpoint, pa
 
 async function send(
   deps: ProxyDeps,
+  snapshot: Snapshot,
   decision: Decision,
   path: string,
   body: string,
@@ -155,6 +156,7 @@ async function send(
     'x-switchyard-pool': pool.name,
     'x-switchyard-replica': replica.id,
     'x-switchyard-reason': asciiHeader(decision.reason),
+    'x-switchyard-policy': String(snapshot.generation),
   };
   if (decision.adapter) headers['x-switchyard-adapter'] = decision.adapter;
   if (retried) headers['x-switchyard-retried'] = 'true';
