@@ -67,6 +67,11 @@ export class RouterMetrics {
     labelNames: ['result'] as const,
     registers: [this.registry],
   });
+  readonly controlPlaneUp = new Gauge({
+    name: 'switchyard_control_plane_up',
+    help: '1 while the control plane serves a valid routing table, 0 while the router runs on its last good one.',
+    registers: [this.registry],
+  });
   readonly replicaKvUsage = this.replicaGauge('switchyard_replica_kv_usage', 'KV cache usage (0..1) last scraped from each replica.');
   readonly replicaQueue = this.replicaGauge('switchyard_replica_queue_depth', 'Requests waiting in each replica, last scraped.');
   readonly replicaInFlight = this.replicaGauge('switchyard_replica_in_flight', 'Requests this router has in flight on each replica.');

@@ -21,8 +21,8 @@ import { Upstreams } from './upstream.ts';
 export interface ServedPolicy extends PolicySource {
   /** Called with each new snapshot after a successful reload. */
   onSwap?(listener: (snapshot: Snapshot) => void): void;
-  /** Every reload attempt with its result (ok, unchanged, error, deferred). */
-  on?(event: 'reload', listener: (outcome: { result: string }) => void): unknown;
+  /** Reload attempts (`reload`: ok, unchanged, error, deferred) and control-plane states (`control-plane`). */
+  on?(event: 'reload' | 'control-plane', listener: (event: { result?: string; state?: string }) => void): unknown;
   reload?(reason: string): Promise<Record<string, unknown>>;
   status?(): Record<string, unknown>;
 }
@@ -130,7 +130,8 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     options.adminToken,
   );
 
-  options.policy.on?.('reload', (outcome) => metrics.policyReloads.inc({ result: outcome.result }));
+  options.policy.on?.('reload', (outcome) => metrics.policyReloads.inc({ result: outcome.result! }));
+  options.policy.on?.('control-plane', (status) => metrics.controlPlaneUp.set(status.state === 'ok' ? 1 : 0));
   options.policy.onSwap?.((snapshot) => {
     void (async () => {
       await embedded.sync(snapshot);
