@@ -160,9 +160,17 @@ async function send(
   };
   if (decision.adapter) headers['x-switchyard-adapter'] = decision.adapter;
   if (retried) headers['x-switchyard-retried'] = 'true';
+  let dispatcher;
+  try {
+    dispatcher = deps.upstreams.poolFor(deps.urlOf(replica), pool.upstream);
+  } catch (error) {
+    // A replica a reload just added may not be reachable yet (an emulated one still starting).
+    releaseInFlight();
+    return { kind: 'retryable', cause: 'connect', detail: (error as Error).message };
+  }
   try {
     const result = await attempt({
-      dispatcher: deps.upstreams.poolFor(deps.urlOf(replica), pool.upstream),
+      dispatcher,
       path,
       body,
       requestId: request.id,
