@@ -3,7 +3,7 @@
 // fails when no test ran: Node 20 can't take a quoted glob, and a runner that
 // finds nothing would otherwise exit 0.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
 const root = new URL('..', import.meta.url).pathname;
@@ -28,7 +28,8 @@ if (files.length === 0) {
 }
 
 mkdirSync(join(root, '.test-results'), { recursive: true });
-const tap = join(root, '.test-results', 'results.tap');
+// One file per run: two runs at once must not read each other's counts.
+const tap = join(root, '.test-results', `results-${process.pid}.tap`);
 const result = spawnSync(
   process.execPath,
   [
@@ -43,6 +44,7 @@ const result = spawnSync(
 );
 
 const summary = readFileSync(tap, 'utf8');
+rmSync(tap);
 const count = (name) => Number(summary.match(new RegExp(`^# ${name} (\\d+)$`, 'm'))?.[1] ?? 0);
 const tests = count('tests');
 const passed = count('pass');

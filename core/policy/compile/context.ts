@@ -1,0 +1,44 @@
+// What every compile stage shares: the documents by kind, the registry, and
+// one list of problems, each located at FILE:LINE:COL.
+import type { StrategyRegistry } from '../../plugins/registry.ts';
+import type { PolicyProblem } from '../problems.ts';
+import { closest, type PolicyKind } from '../schemas.ts';
+import type { PathSegment, PolicySource } from '../source.ts';
+
+export interface CheckedSource {
+  readonly source: PolicySource;
+  readonly kind: PolicyKind;
+}
+
+// The policy documents as the schemas define them (defaults filled in).
+/* eslint-disable @typescript-eslint/no-explicit-any */
+export type Doc = any;
+
+export class CompileContext {
+  readonly problems: PolicyProblem[] = [];
+
+  constructor(
+    private readonly checked: readonly CheckedSource[],
+    readonly registry: StrategyRegistry,
+  ) {}
+
+  report(source: PolicySource, path: readonly PathSegment[], message: string, key?: string): void {
+    this.problems.push({ file: source.file, ...source.locate(path, key), message });
+  }
+
+  ofKind(kind: PolicyKind): { source: PolicySource; doc: Doc }[] {
+    return this.checked.filter((c) => c.kind === kind).map((c) => ({ source: c.source, doc: c.source.data as Doc }));
+  }
+
+  /** A plugin strategy's problems name its file too. */
+  strategyLabel(name: string): string {
+    const origin = this.registry.originOf?.(name);
+    return `strategy "${name}"${origin ? ` (plugin ${origin})` : ''}`;
+  }
+}
+
+/** "unknown X "name"", with the likeliest meant name when there is one. */
+export function unknown(what: string, name: string, known: Iterable<string>): string {
+  const hint = closest(name, [...known]);
+  return `unknown ${what} "${name}"${hint ? ` (did you mean "${hint}"?)` : ''}`;
+}
