@@ -23,9 +23,14 @@ function start(script: string, args: string[]): Promise<{ url: string; child: Ch
   });
 }
 
-function cpuMicros(child: ChildProcess): Promise<number> {
+interface Cpu {
+  userMicros: number;
+  systemMicros: number;
+}
+
+function cpuOf(child: ChildProcess): Promise<Cpu> {
   return new Promise((resolve) => {
-    child.once('message', (m) => resolve((m as { cpuMicros: number }).cpuMicros));
+    child.once('message', (m) => resolve(m as Cpu));
     child.send('cpu');
   });
 }
@@ -87,20 +92,23 @@ console.log(`bench:proxy — ${RATE} req/s for ${SECONDS} s per run, one emulate
 for (const stream of [false, true]) {
   // Warm up every path (JIT, connections), then measure.
   for (const target of targets) await load({ ...target }, stream).catch(() => undefined);
-  const rows: { name: string; cpu?: number; p50: number; p99: number; errors: number }[] = [];
+  const rows: { name: string; cpu?: number; user?: number; p50: number; p99: number; errors: number }[] = [];
   for (const target of targets) {
-    const before = target.child ? await cpuMicros(target.child) : 0;
+    const before = target.child ? await cpuOf(target.child) : undefined;
     const { latencies, errors } = await load(target, stream);
-    const cpu = target.child ? ((await cpuMicros(target.child)) - before) / (latencies.length + errors) : undefined;
-    rows.push({ name: target.name, cpu, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99), errors });
+    const after = target.child ? await cpuOf(target.child) : undefined;
+    const n = latencies.length + errors;
+    const user = before && after ? (after.userMicros - before.userMicros) / n : undefined;
+    const cpu = before && after ? user! + (after.systemMicros - before.systemMicros) / n : undefined;
+    rows.push({ name: target.name, cpu, user, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99), errors });
   }
   const direct = rows[0];
   const bareRow = rows[1];
   console.log(`\n${stream ? 'streaming (SSE)' : 'non-streaming'}`);
-  console.log('target              | CPU µs/req | latency p50 ms | p99 ms | added p50 ms | added p99 ms | errors');
+  console.log('target              | CPU µs/req (user) | latency p50 ms | p99 ms | added p50 ms | added p99 ms | errors');
   for (const row of rows) {
     console.log(
-      `${row.name.padEnd(19)} | ${row.cpu === undefined ? '         -' : row.cpu.toFixed(0).padStart(10)} | ${row.p50.toFixed(2).padStart(14)} | ${row.p99.toFixed(2).padStart(6)} | ${(row.p50 - direct.p50).toFixed(2).padStart(12)} | ${(row.p99 - direct.p99).toFixed(2).padStart(12)} | ${row.errors}`,
+      `${row.name.padEnd(19)} | ${row.cpu === undefined ? '                -' : `${row.cpu.toFixed(0).padStart(10)} (${row.user!.toFixed(0).padStart(4)})`} | ${row.p50.toFixed(2).padStart(14)} | ${row.p99.toFixed(2).padStart(6)} | ${(row.p50 - direct.p50).toFixed(2).padStart(12)} | ${(row.p99 - direct.p99).toFixed(2).padStart(12)} | ${row.errors}`,
     );
   }
   const routerRow = rows[2];

@@ -16,6 +16,19 @@ interface State {
   seen: Map<number, string[]>;
 }
 
+/**
+ * Drops the least recently used entries down to 90% of the limit, through one
+ * iterator: evicting one at a time from the front of a Map walks past every
+ * slot deleted before, and costs milliseconds a request once the memory is full.
+ */
+function evictOldest(seen: Map<number, string[]>, maxEntries: number): void {
+  let excess = seen.size - Math.floor(maxEntries * 0.9);
+  for (const key of seen.keys()) {
+    if (excess-- <= 0) break;
+    seen.delete(key);
+  }
+}
+
 export default {
   name: 'prefix-affinity',
   version: '1.0.0',
@@ -82,9 +95,7 @@ export default {
             seen.set(hash, [replica]);
           }
         }
-        while (seen.size > config.max_entries) {
-          seen.delete(seen.keys().next().value as number);
-        }
+        if (seen.size > config.max_entries) evictOldest(seen, config.max_entries);
       },
       exportState(): State {
         return { seen };

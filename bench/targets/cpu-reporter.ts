@@ -3,7 +3,7 @@ export function reportCpuOnRequest(): void {
   process.on('message', (message) => {
     if (message === 'cpu') {
       const { user, system } = process.cpuUsage();
-      process.send?.({ cpuMicros: user + system });
+      process.send?.({ cpuMicros: user + system, userMicros: user, systemMicros: system });
     }
   });
 }

@@ -10,6 +10,8 @@ const commands: Record<string, () => Promise<Command>> = {
   explain: async () => runExplain,
   serve: async () => (await import('./serve.ts')).runServe,
   emulate: async () => (await import('../../sim/emulator/command.ts')).runEmulateCommand,
+  sim: async () => (await import('./sim.ts')).runSim,
+  experiment: async () => (await import('./experiment.ts')).runExperiment,
 };
 
 export function registerCommand(name: string, load: () => Promise<Command>): void {

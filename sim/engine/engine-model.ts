@@ -78,6 +78,9 @@ export class EngineModel {
   private readonly finishedCounts: Record<FinishReason, number> = { length: 0, stop: 0, abort: 0 };
   private stepCount = 0;
   private distinctAdapterSum = 0;
+  private batchSizeSum = 0;
+  /** Steps by the number of requests in their batch. */
+  private readonly batchSizes: Float64Array;
 
   /** A step is in flight or about to start. */
   private busy = false;
@@ -92,6 +95,7 @@ export class EngineModel {
     this.clock = clock;
     this.kv = new KvCache(profile.numGpuBlocks, profile.blockSize);
     this.lora = new LoraSlots(profile.maxLoras);
+    this.batchSizes = new Float64Array(profile.maxNumSeqs + 1);
     this.maxCatchUpSteps = options.maxCatchUpSteps ?? 64;
     for (const adapter of options.preloadAdapters ?? []) this.lora.preload(adapter);
   }
@@ -106,6 +110,16 @@ export class EngineModel {
 
   get kvUsage(): number {
     return this.kv.usage;
+  }
+
+  /** Mean over non-empty steps of the requests in the batch. */
+  get meanBatchSize(): number {
+    return this.stepCount === 0 ? 0 : this.batchSizeSum / this.stepCount;
+  }
+
+  /** Element b: the number of steps that ran a batch of b requests. */
+  batchSizeHistogram(): number[] {
+    return Array.from(this.batchSizes);
   }
 
   /** Queues a request; it joins the batch at the next step. Throws on a request the engine would refuse. */
@@ -279,6 +293,8 @@ export class EngineModel {
     work.distinctAdapters = this.lora.activeCount;
     this.stepCount++;
     this.distinctAdapterSum += work.distinctAdapters;
+    this.batchSizeSum += running.length;
+    this.batchSizes[running.length]++;
     return stepTimeMs(profile, work);
   }
 

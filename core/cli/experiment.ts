@@ -1,0 +1,60 @@
+// `switchyard experiment NAME --out DIR`: one of the reference text's
+// experiments B–F in the simulator, written as CSV, SVG plots and a summary.
+import { parseArgs } from 'node:util';
+import { writeReport } from '../../sim/experiments/experiment.ts';
+import { EXPERIMENTS, experimentNamed } from '../../sim/experiments/registry.ts';
+import { SimError } from '../../sim/simulator/errors.ts';
+import { UsageError } from './usage.ts';
+
+const HELP = `Usage: switchyard experiment NAME|all [--out DIR] [--seed N] [--scale X]
+
+  NAME          ${EXPERIMENTS.map((e) => `${e.name} (${e.letter})`).join(', ')}
+  --out DIR     where NAME.csv, NAME.svg and NAME.md go (default: experiments-out/)
+  --seed N      random seed (default 1)
+  --scale X     multiply every run's request count by X (default 1; 0.2 for a quick look)`;
+
+export async function runExperiment(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      out: { type: 'string', default: 'experiments-out' },
+      seed: { type: 'string', default: '1' },
+      scale: { type: 'string', default: '1' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  if (positionals.length !== 1) throw new UsageError(`name one experiment (or all): ${EXPERIMENTS.map((e) => e.name).join(', ')}`);
+  const name = positionals[0];
+  const chosen = name === 'all' ? EXPERIMENTS : [experimentNamed(name)];
+  if (!chosen[0]) throw new UsageError(`unknown experiment "${name}"; known: ${EXPERIMENTS.map((e) => e.name).join(', ')}, all`);
+  const seed = Number(values.seed);
+  if (!Number.isInteger(seed)) throw new UsageError(`--seed must be an integer, not "${values.seed}"`);
+  const scale = Number(values.scale);
+  if (!(scale > 0)) throw new UsageError(`--scale must be a positive number, not "${values.scale}"`);
+
+  for (const experiment of chosen as typeof EXPERIMENTS) {
+    console.log(`${experiment.letter}. ${experiment.title} (${experiment.name})`);
+    const started = process.cpuUsage();
+    let report;
+    try {
+      report = experiment.run({ seed, scale, log: (line) => console.log(line) });
+    } catch (error) {
+      if (error instanceof SimError) {
+        console.error(`experiment ${experiment.name}: ${error.message}`);
+        return 1;
+      }
+      throw error;
+    }
+    const used = process.cpuUsage(started);
+    const context = `switchyard experiment ${experiment.name} --seed ${seed}${scale !== 1 ? ` --scale ${scale}` : ''}; ${((used.user + used.system) / 1e6).toFixed(0)} s CPU on ${process.platform}/${process.arch}, Node ${process.versions.node}`;
+    const files = await writeReport(experiment, report, values.out!, context);
+    console.log(`\n${report.summary.split('\n').filter((l) => l.includes('**')).join('\n')}`);
+    console.log(`wrote ${files.join(', ')}\n`);
+  }
+  return 0;
+}

@@ -1,0 +1,119 @@
+// Policies for experiments and benchmarks, generated in code: one 8B model
+// behind the alias chat-small, an anonymous tenant without quotas, and the
+// pools and strategy chains each experiment varies. They go through the
+// same loader and checks as a policy directory.
+import { stringify } from 'yaml';
+import { builtinRegistry } from '../../core/plugins/builtins.ts';
+import { loadPolicyTexts } from '../../core/policy/load.ts';
+import { PolicyError } from '../../core/policy/problems.ts';
+import type { Snapshot } from '../../core/policy/snapshot.ts';
+import type { PolicyFactory } from '../simulator/simulator.ts';
+
+export const MODEL = 'llama-3-8b-instruct';
+export const PROFILE = 'llama-3.1-8b-h100';
+
+export type StrategySpec = string | { name: string; config?: Record<string, unknown> };
+
+export interface PoolSpec {
+  readonly name: string;
+  readonly replicas: number;
+  readonly strategies: readonly StrategySpec[];
+  readonly maxModelLen?: number;
+  readonly profile?: string;
+  /** Adapters pinned (pre-loaded) per replica: adapters[i] for replica i. */
+  readonly adapters?: readonly (readonly string[])[];
+  readonly maxLoras?: number;
+  readonly saturation?: { kv_usage?: number; queue_depth?: number };
+  readonly capacity?: { queue_depth?: number; retry_after_s?: number };
+}
+
+export interface FleetPolicySpec {
+  readonly pools: readonly PoolSpec[];
+  /** Pool rules: { name, fact, operator, value, pool }; the first pool is the default. */
+  readonly rules?: readonly { name: string; fact: string; operator: string; value: unknown; pool: string }[];
+  readonly settings?: Record<string, unknown>;
+  /** Adapters of the anonymous tenant (all of them, on the 8B model). */
+  readonly tenantAdapters?: readonly string[];
+}
+
+/** The policy files (name → YAML text). */
+export function fleetPolicyFiles(spec: FleetPolicySpec): Record<string, string> {
+  const models = {
+    kind: 'models',
+    models: [{ id: MODEL, versions: [{ version: 'v1' }] }],
+    aliases: [{ name: 'chat-small', model: MODEL }],
+  };
+  const pools = {
+    kind: 'pools',
+    pools: spec.pools.map((p) => ({
+      name: p.name,
+      model: MODEL,
+      version: 'v1',
+      ...(p.maxModelLen ? { limits: { max_model_len: p.maxModelLen } } : {}),
+      strategies: p.strategies,
+      ...(p.saturation ? { saturation: p.saturation } : {}),
+      ...(p.capacity ? { capacity: p.capacity } : {}),
+      replicas: Array.from({ length: p.replicas }, (_, i) => ({
+        id: `${p.name}-${i}`,
+        url: `emulate://${p.profile ?? PROFILE}`,
+        ...(p.adapters?.[i]?.length ? { adapters: p.adapters[i] } : {}),
+        ...(p.maxLoras !== undefined ? { max_loras: p.maxLoras } : {}),
+      })),
+    })),
+  };
+  const rules = {
+    kind: 'rules',
+    pool_rules: {
+      default_pool: spec.pools[0].name,
+      rules: (spec.rules ?? []).map((r, i) => ({
+        name: r.name,
+        priority: 100 - i,
+        conditions: { all: [{ fact: r.fact, operator: r.operator, value: r.value }] },
+        event: { type: 'route-pool', params: { pool: r.pool } },
+      })),
+    },
+  };
+  const tenants = {
+    kind: 'tenants',
+    anonymous: 'everyone',
+    tenants: [
+      {
+        id: 'everyone',
+        tier: 'standard',
+        ...(spec.tenantAdapters?.length ? { adapters: spec.tenantAdapters.map((name) => ({ name, model: MODEL })) } : {}),
+      },
+    ],
+  };
+  const settings = { kind: 'settings', max_staleness_ms: 5000, scrape_interval_ms: 1000, ...spec.settings };
+  return {
+    'models.yaml': stringify(models),
+    'pools.yaml': stringify(pools),
+    'rules.yaml': stringify(rules),
+    'tenants.yaml': stringify(tenants),
+    'settings.yaml': stringify(settings),
+  };
+}
+
+export function snapshotOf(files: Record<string, string>, seed: string, now: () => number): Snapshot {
+  const loaded = loadPolicyTexts(files, { registry: builtinRegistry, seed, now });
+  if (!loaded.snapshot) throw new PolicyError(loaded.problems);
+  return loaded.snapshot;
+}
+
+/** A PolicyFactory for the simulator. */
+export function fleetPolicy(spec: FleetPolicySpec): PolicyFactory {
+  const files = fleetPolicyFiles(spec);
+  return (seed, now) => snapshotOf(files, seed, now);
+}
+
+/** The reference text's chain: session affinity, prefix affinity, then power of two. */
+export function affinityChain(releaseThreshold = 0.85): StrategySpec[] {
+  return [
+    { name: 'session-affinity', config: { release_threshold: releaseThreshold } },
+    { name: 'prefix-affinity', config: { release_threshold: releaseThreshold } },
+    'power-of-two',
+  ];
+}
+
+/** The default fleet of benchmarks: 4 replicas of the 8B profile, power of two with affinity. */
+export const DEFAULT_FLEET: FleetPolicySpec = { pools: [{ name: 'general', replicas: 4, strategies: affinityChain() }] };

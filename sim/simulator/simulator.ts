@@ -1,0 +1,500 @@
+// The simulator: a policy, a workload and a seed in; what the policy does to
+// latency, throughput, caches and rejections out. Virtual time runs on a
+// discrete-event clock; every replica is an engine model; every request goes
+// through the same decide() and strategy plugins as in `serve`. The same
+// seed gives the same result.
+import { join } from 'node:path';
+import { decide, type Decision, type DecideOptions } from '../../core/decide/decide.ts';
+import { createEnv, type DecideEnv } from '../../core/decide/env.ts';
+import { MemoryQuotaStore } from '../../core/decide/quota.ts';
+import { sha256Hex, type RequestFacts } from '../../core/facts/request-facts.ts';
+import type { PolicyProblem } from '../../core/policy/problems.ts';
+import { formatPath } from '../../core/policy/schemas.ts';
+import type { Pool, Snapshot } from '../../core/policy/snapshot.ts';
+import { chainBlockHashes, prefixSeed, seededRandom } from '../../sdk/index.ts';
+import type { EngineRequest, EngineResult } from '../engine/types.ts';
+import { EventClock } from '../event-clock.ts';
+import { WorkloadError, type Workload } from '../workload/load.ts';
+import { adapterNames, SyntheticSource, type ResolvedTenant } from '../workload/synthetic.ts';
+import { TraceSource } from '../workload/trace.ts';
+import type { RequestSource, SimRequestSpec } from '../workload/types.ts';
+import { CsvWriter } from './csv-writer.ts';
+import { SimError } from './errors.ts';
+import { SimFleet, type RouterView, type SimReplica } from './fleet.ts';
+import { GroupedStats, GroupStats, type GroupSummary } from './stats.ts';
+
+/** Builds one router instance's snapshot; `now` is the virtual clock. Throws on an invalid policy. */
+export type PolicyFactory = (seed: string, now: () => number) => Snapshot;
+
+export interface SimOptions {
+  readonly policy: PolicyFactory;
+  readonly workload: Workload;
+  /** Default: the workload's seed, else 1. */
+  readonly seed?: number | string;
+  /** Requests to send; overrides the workload's `requests`. */
+  readonly requests?: number;
+  /** Default: the policy's scrape_interval_ms. */
+  readonly scrapeIntervalMs?: number;
+  /** Extra age of every scrape when it reaches the router. Default 0. */
+  readonly stalenessMs?: number;
+  /** Router instances sharing the fleet, each with its own in-flight counts and strategy state. Default 1. */
+  readonly routers?: number;
+  /** Exclude saturated replicas instead of deprioritizing them (the cascade experiment). */
+  readonly excludeSaturated?: boolean;
+  /** Engine profile for replicas with http(s) urls. */
+  readonly defaultProfile?: string;
+  /** Writes requests.csv (one row per request, streamed) and timeline.csv here. */
+  readonly outDir?: string;
+  /** Fleet samples every this many virtual ms (default 10 s). */
+  readonly timelineIntervalMs?: number;
+  readonly onTimeline?: (row: TimelineRow) => void;
+}
+
+export interface TimelineRow {
+  readonly tS: number;
+  /** Over the interval that ends at tS. */
+  readonly arrivals: number;
+  readonly completed: number;
+  readonly rejected: number;
+  readonly meanTtftMs: number;
+  /** Fleet state at tS. */
+  readonly running: number;
+  readonly waiting: number;
+  readonly meanKvUsage: number;
+  readonly maxKvUsage: number;
+  /** Replicas the first router sees as saturated (and excludes, with excludeSaturated). */
+  readonly saturated: number;
+}
+
+export interface ReplicaSummary {
+  readonly id: string;
+  readonly pool: string;
+  readonly profile: string;
+  /** Requests that finished on this replica. */
+  readonly completed: number;
+  readonly preemptions: number;
+  readonly prefixHitRate: number;
+  readonly steps: number;
+  readonly meanBatchSize: number;
+  readonly distinctAdaptersPerBatch: number;
+  /** Element b: steps that ran b requests (trailing zeros cut). */
+  readonly batchSizes: readonly number[];
+}
+
+export interface SimResult {
+  readonly seed: string;
+  readonly workload: string;
+  /** Virtual time from the first arrival to the last arrival or completion, ms. */
+  readonly simulatedMs: number;
+  readonly events: number;
+  readonly overall: GroupSummary;
+  readonly pools: Record<string, GroupSummary>;
+  readonly tenants: Record<string, GroupSummary>;
+  readonly classes: Record<string, GroupSummary>;
+  readonly replicas: readonly ReplicaSummary[];
+  readonly files: readonly string[];
+}
+
+const REQUEST_COLUMNS = [
+  'id', 'arrival_ms', 'tenant', 'class', 'conversation', 'turn', 'model', 'adapter', 'pool', 'replica', 'status', 'reason',
+  'prompt_tokens', 'cached_tokens', 'output_tokens', 'ttft_ms', 'e2e_ms', 'preempted',
+];
+const TIMELINE_COLUMNS = ['t_s', 'arrivals', 'completed', 'rejected', 'mean_ttft_ms', 'running', 'waiting', 'mean_kv_usage', 'max_kv_usage', 'saturated'];
+
+interface Router {
+  readonly snapshot: Snapshot;
+  readonly env: DecideEnv;
+  readonly view: RouterView;
+}
+
+/** A request admitted to an engine: the engine calls back into the simulation through it. */
+class Admitted implements EngineRequest {
+  readonly id: string;
+  readonly promptTokens: number;
+  readonly maxTokens: number;
+  readonly blockHashes: readonly number[];
+  readonly adapter?: string;
+  firstTokenAt = NaN;
+
+  constructor(
+    readonly sim: Simulation,
+    readonly spec: SimRequestSpec,
+    readonly decision: Decision,
+    readonly router: Router,
+    readonly replica: SimReplica,
+    readonly groups: GroupStats[],
+  ) {
+    this.id = decision.requestId;
+    this.promptTokens = spec.promptTokens;
+    this.maxTokens = spec.outputTokens;
+    this.adapter = decision.adapter;
+    this.blockHashes = chainBlockHashes(spec.blocks, prefixSeed(decision.model!, decision.adapter));
+  }
+
+  onFirstToken(t: number): void {
+    this.firstTokenAt = t;
+  }
+
+  onFinish(result: EngineResult, t: number): void {
+    this.sim.finished(this, result, t);
+  }
+}
+
+const DECIDE_OPTIONS_BASE = { pickBudgetMs: Infinity } as const;
+
+class Simulation {
+  readonly clock = new EventClock();
+  readonly seed: string;
+  readonly routers: Router[] = [];
+  readonly fleet: SimFleet;
+  readonly source: RequestSource;
+  readonly overall = new GroupStats();
+  readonly pools = new GroupedStats();
+  readonly tenants = new GroupedStats();
+  readonly classes = new GroupedStats();
+  private readonly poolLabels = new Map<Pool, string>();
+  private readonly singleModel: boolean;
+  private readonly scrapeIntervalMs: number;
+  private readonly routerRandom: () => number;
+  private readonly csv?: CsvWriter;
+  private readonly timelineCsv?: CsvWriter;
+  readonly files: string[] = [];
+
+  private nextArrival: SimRequestSpec | undefined;
+  private followUpsPending = 0;
+  private inFlight = 0;
+  private counter = 0;
+  private firstArrivalAt = NaN;
+  private lastActivityAt = 0;
+  // The current timeline interval.
+  private window = { arrivals: 0, completed: 0, rejected: 0, ttftSum: 0 };
+
+  constructor(private readonly options: SimOptions) {
+    const workload = options.workload;
+    this.seed = String(options.seed ?? workload.spec.seed ?? 1);
+    const routerCount = options.routers ?? 1;
+    if (!(Number.isInteger(routerCount) && routerCount >= 1)) throw new SimError(`routers must be a positive integer, not ${routerCount}`);
+    const now = () => this.clock.now();
+    const seeds = Array.from({ length: routerCount }, (_, i) => (routerCount === 1 ? this.seed : `${this.seed}:router-${i}`));
+    const snapshots = seeds.map((seed) => options.policy(seed, now));
+    const snapshot = snapshots[0];
+    const settings = snapshot.settings;
+    this.scrapeIntervalMs = options.scrapeIntervalMs ?? settings.scrapeIntervalMs;
+    if (!(this.scrapeIntervalMs > 0)) throw new SimError(`the scrape interval must be positive, not ${this.scrapeIntervalMs} ms`);
+    this.fleet = new SimFleet(snapshot, this.clock, {
+      scrapeIntervalMs: this.scrapeIntervalMs,
+      stalenessMs: options.stalenessMs ?? 0,
+      routers: routerCount,
+      excludeSaturated: options.excludeSaturated ?? false,
+      defaultProfile: options.defaultProfile,
+      maxStalenessMs: settings.maxStalenessMs,
+    });
+    if (this.fleet.replicas.length === 0) throw new SimError('the policy has no replicas: there is nothing to simulate');
+    if (this.fleet.replicas.every((r) => r.spec.draining)) throw new SimError('every replica of the policy is draining: nothing can take a request');
+    snapshots.forEach((snap, i) => {
+      this.routers.push({ snapshot: snap, env: createEnv({ seed: `${seeds[i]}:env`, now, quota: new MemoryQuotaStore() }), view: this.fleet.views[i] });
+    });
+    this.routerRandom = seededRandom(`${this.seed}:routers`);
+    this.singleModel = new Set(snapshot.pools.map((p) => `${p.model}@${p.version}`)).size === 1;
+    for (const snap of snapshots) for (const pool of snap.pools) this.poolLabels.set(pool, this.singleModel ? pool.name : pool.key);
+
+    const tenants = resolveTenants(workload, snapshot);
+    const spec = options.requests !== undefined ? { ...workload.spec, requests: options.requests } : workload.spec;
+    this.source = spec.trace ? new TraceSource(spec, workload.tracePath!, this.seed, tenants) : new SyntheticSource(spec, this.seed, tenants);
+
+    if (options.outDir) {
+      this.csv = new CsvWriter(join(options.outDir, 'requests.csv'), REQUEST_COLUMNS);
+      this.timelineCsv = new CsvWriter(join(options.outDir, 'timeline.csv'), TIMELINE_COLUMNS);
+      this.files.push(this.csv.path, this.timelineCsv.path);
+    }
+  }
+
+  run(): SimResult {
+    try {
+      this.nextArrival = this.source.next();
+      if (!this.nextArrival) throw new SimError(`the workload ${this.options.workload.file} sends no requests (is duration_s shorter than the first arrival?)`);
+      this.firstArrivalAt = this.nextArrival.at;
+      this.clock.at(this.nextArrival.at, this.onArrival);
+      this.startScrapes();
+      const timelineMs = this.options.timelineIntervalMs ?? 10_000;
+      if (this.timelineCsv || this.options.onTimeline) this.clock.schedule(timelineMs, () => this.onTimeline(timelineMs));
+      this.clock.run();
+    } finally {
+      this.source.close();
+      this.csv?.close();
+      this.timelineCsv?.close();
+    }
+    if (this.inFlight !== 0) throw new SimError(`${this.inFlight} requests never finished: the engine model stalled`);
+    const overall = this.overall.summary();
+    if (overall.requests > 0 && overall.completed === 0) {
+      const reasons = Object.entries(overall.rejections).map(([code, n]) => `${code}: ${n}`).join(', ');
+      throw new SimError(`no request completed: all ${overall.requests} were rejected (${reasons}); this policy cannot serve this workload`);
+    }
+    return this.result(overall);
+  }
+
+  private get active(): boolean {
+    return this.nextArrival !== undefined || this.followUpsPending > 0 || this.inFlight > 0;
+  }
+
+  private readonly onArrival = (): void => {
+    const spec = this.nextArrival!;
+    this.nextArrival = this.source.next();
+    if (this.nextArrival) this.clock.at(this.nextArrival.at, this.onArrival);
+    this.arrive(spec);
+  };
+
+  private readonly onFollowUp = (spec: SimRequestSpec): void => {
+    this.followUpsPending--;
+    this.arrive(spec);
+  };
+
+  /**
+   * Each router scrapes on its own schedule, offset from the others' as
+   * independent routers would be, so they do not all see the same values.
+   */
+  private startScrapes(): void {
+    const views = this.fleet.views;
+    views.forEach((view, i) => {
+      const scrape = (): void => {
+        this.fleet.scrape(views.length === 1 ? undefined : view);
+        if (this.active) this.clock.schedule(this.scrapeIntervalMs, scrape);
+      };
+      if (i === 0) scrape();
+      else this.clock.schedule((i * this.scrapeIntervalMs) / views.length, scrape);
+    });
+  }
+
+  private arrive(spec: SimRequestSpec): void {
+    this.lastActivityAt = spec.at;
+    const router = this.routers.length === 1 ? this.routers[0] : this.routers[Math.floor(this.routerRandom() * this.routers.length)];
+    const facts: RequestFacts = {
+      requestId: `r${this.counter++}`,
+      endpoint: 'chat',
+      requestedModel: spec.model,
+      promptText: '',
+      promptTokens: spec.promptTokens,
+      maxTokens: spec.maxTokens,
+      messageCount: spec.messageCount,
+      hasCode: false,
+      conversationId: spec.conversationId,
+      priority: spec.priority,
+      deadlineMs: spec.deadlineMs,
+      apiKeyHash: spec.apiKeyHash,
+      stream: true,
+    };
+    const options: DecideOptions = { ...DECIDE_OPTIONS_BASE, blockHashes: spec.blocks };
+    const decision = decide(facts, router.snapshot, router.view, router.env, options);
+    const groups = this.groupsOf(spec, decision);
+    const at = spec.at;
+    this.window.arrivals++;
+    for (const g of groups) g.arrival(at);
+
+    if (decision.status !== 200) {
+      this.reject(spec, decision, groups, decision.rejection!.code);
+      return;
+    }
+    const replica = this.fleet.byId.get(decision.replica!)!;
+    const admitted = new Admitted(this, spec, decision, router, replica, groups);
+    try {
+      replica.engine.submit(admitted);
+    } catch (error) {
+      const message = (error as Error).message;
+      this.reject(spec, decision, groups, /max_model_len/.test(message) ? 'context_length_exceeded' : 'engine_rejected');
+      return;
+    }
+    if (decision.adapter !== undefined) replica.usesAdapters = true;
+    router.view.acquire(replica.id);
+    this.inFlight++;
+  }
+
+  finished(request: Admitted, result: EngineResult, t: number): void {
+    const { spec, decision, router, replica } = request;
+    this.lastActivityAt = t;
+    router.view.release(replica.id);
+    this.inFlight--;
+    const pool = decision.poolRef!;
+    for (const slot of pool.chain) {
+      try {
+        slot.instance.onCompleted?.(decision.routed!, replica.id, true);
+      } catch {
+        // A plugin can break only itself (as in the proxy): the request is done either way.
+      }
+    }
+    for (const g of request.groups) g.completion(spec.at, result.firstTokenAt, t, result.promptTokens, result.cachedTokens, result.outputTokens, result.preempted);
+    this.window.completed++;
+    this.window.ttftSum += result.firstTokenAt - spec.at;
+    this.csv?.line(
+      `${decision.requestId},${round3(spec.at)},${decision.tenant ?? ''},${spec.klass},${spec.conversationId ?? ''},${spec.turn},${decision.model},${decision.adapter ?? ''},${this.poolLabels.get(pool)},${replica.id},200,ok,${result.promptTokens},${result.cachedTokens},${result.outputTokens},${round3(result.firstTokenAt - spec.at)},${round3(t - spec.at)},${result.preempted}`,
+    );
+    const next = this.source.followUp(spec, t);
+    if (next) {
+      this.followUpsPending++;
+      this.clock.at(next.at, () => this.onFollowUp(next));
+    }
+  }
+
+  private reject(spec: SimRequestSpec, decision: Decision, groups: GroupStats[], code: string): void {
+    for (const g of groups) g.rejection(code);
+    this.window.rejected++;
+    this.csv?.line(
+      `${decision.requestId},${round3(spec.at)},${decision.tenant ?? ''},${spec.klass},${spec.conversationId ?? ''},${spec.turn},${decision.model ?? ''},${decision.adapter ?? ''},${decision.pool === undefined ? '' : this.poolLabel(decision)},,${decision.status},${code},${spec.promptTokens},,,,,`,
+    );
+  }
+
+  private poolLabel(decision: Decision): string {
+    if (decision.poolRef) return this.poolLabels.get(decision.poolRef)!;
+    if (decision.pool === undefined) return '(no pool)';
+    return this.singleModel ? decision.pool : `${decision.model}@${decision.version}/${decision.pool}`;
+  }
+
+  private groupsOf(spec: SimRequestSpec, decision: Decision): GroupStats[] {
+    const pool = this.poolLabel(decision);
+    return [this.overall, this.pools.get(pool), this.tenants.get(decision.tenant ?? '(unknown)'), this.classes.get(spec.klass)];
+  }
+
+  private onTimeline(intervalMs: number): void {
+    let running = 0;
+    let waiting = 0;
+    let kvSum = 0;
+    let kvMax = 0;
+    let saturated = 0;
+    const view = this.fleet.views[0];
+    for (const replica of this.fleet.replicas) {
+      const engine = replica.engine;
+      running += engine.runningCount;
+      waiting += engine.waitingCount;
+      kvSum += engine.kvUsage;
+      if (engine.kvUsage > kvMax) kvMax = engine.kvUsage;
+      if (view.saturated(view.states.get(replica.id)!)) saturated++;
+    }
+    const w = this.window;
+    const row: TimelineRow = {
+      tS: this.clock.now() / 1000,
+      arrivals: w.arrivals,
+      completed: w.completed,
+      rejected: w.rejected,
+      meanTtftMs: w.completed ? w.ttftSum / w.completed : NaN,
+      running,
+      waiting,
+      meanKvUsage: kvSum / Math.max(1, this.fleet.replicas.length),
+      maxKvUsage: kvMax,
+      saturated,
+    };
+    this.window = { arrivals: 0, completed: 0, rejected: 0, ttftSum: 0 };
+    this.options.onTimeline?.(row);
+    this.timelineCsv?.row([row.tS, row.arrivals, row.completed, row.rejected, round3(row.meanTtftMs), row.running, row.waiting, round3(row.meanKvUsage), round3(row.maxKvUsage), row.saturated]);
+    if (this.active) this.clock.schedule(intervalMs, () => this.onTimeline(intervalMs));
+  }
+
+  private result(overall: GroupSummary): SimResult {
+    const replicas: ReplicaSummary[] = this.fleet.replicas.map((r) => {
+      const m = r.engine.snapshot();
+      return {
+        id: r.id,
+        pool: this.poolLabels.get(r.pool)!,
+        profile: r.profile.name,
+        completed: m.finished.length + m.finished.stop,
+        preemptions: m.preemptions,
+        prefixHitRate: m.prefixCacheQueries ? m.prefixCacheHits / m.prefixCacheQueries : 0,
+        steps: m.steps,
+        meanBatchSize: r.engine.meanBatchSize,
+        distinctAdaptersPerBatch: m.meanDistinctAdapters,
+        batchSizes: trimZeros(r.engine.batchSizeHistogram()),
+      };
+    });
+    const pools = this.pools.summaries();
+    const byPool = new Map<string, ReplicaSummary[]>();
+    for (const r of replicas) byPool.set(r.pool, [...(byPool.get(r.pool) ?? []), r]);
+    const weighted = (list: readonly ReplicaSummary[], key: 'distinctAdaptersPerBatch' | 'meanBatchSize') => {
+      const steps = list.reduce((s, r) => s + r.steps, 0);
+      return steps ? list.reduce((s, r) => s + r[key] * r.steps, 0) / steps : 0;
+    };
+    for (const [label, summary] of Object.entries(pools)) {
+      const list = byPool.get(label) ?? [];
+      summary.distinctAdaptersPerBatch = weighted(list, 'distinctAdaptersPerBatch');
+      summary.meanBatchSize = weighted(list, 'meanBatchSize');
+    }
+    overall.distinctAdaptersPerBatch = weighted(replicas, 'distinctAdaptersPerBatch');
+    overall.meanBatchSize = weighted(replicas, 'meanBatchSize');
+    return {
+      seed: this.seed,
+      workload: this.options.workload.file,
+      simulatedMs: this.lastActivityAt - (Number.isNaN(this.firstArrivalAt) ? 0 : this.firstArrivalAt),
+      events: this.clock.events,
+      overall,
+      pools,
+      tenants: this.tenants.summaries(),
+      classes: this.classes.summaries(),
+      replicas,
+      files: this.files,
+    };
+  }
+}
+
+function trimZeros(list: number[]): number[] {
+  let n = list.length;
+  while (n > 0 && list[n - 1] === 0) n--;
+  return list.slice(0, n);
+}
+
+function round3(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}
+
+/** The workload's tenants as the policy knows them: API key hashes, checked. */
+export function resolveTenants(workload: Workload, snapshot: Snapshot): ResolvedTenant[] {
+  const spec = workload.spec;
+  const problems: PolicyProblem[] = [];
+  const keyOf = new Map<string, string>();
+  for (const [hash, tenant] of snapshot.tenantsByKeyHash) if (!keyOf.has(tenant.id)) keyOf.set(tenant.id, hash);
+  const known = () => [...snapshot.tenantsById.keys()].join(', ');
+  const checkModel = (name: string, path: (string | number)[]) => {
+    if (!snapshot.aliases.has(name) && !snapshot.models.has(name) && !snapshot.adapters.has(name)) {
+      problems.push(workload.problemAt(path, `${formatPath(path)}: the policy has no model, alias or adapter named "${name}"`));
+    }
+  };
+  const checkAdapters = (mix: Parameters<typeof adapterNames>[0] | undefined, path: (string | number)[]) => {
+    if (!mix) return;
+    const missing = adapterNames(mix).filter((a) => !snapshot.adapters.has(a));
+    if (missing.length) problems.push(workload.problemAt(path, `${formatPath(path)}: the policy has no adapter named ${missing.slice(0, 3).map((a) => `"${a}"`).join(', ')}${missing.length > 3 ? ` (and ${missing.length - 3} more)` : ''}`));
+  };
+  if (spec.model !== undefined) checkModel(spec.model, ['model']);
+  spec.models?.forEach((m, i) => checkModel(m.name, ['models', i, 'name']));
+  checkAdapters(spec.adapters, ['adapters']);
+
+  const tenants: ResolvedTenant[] = (spec.tenants ?? []).map((t, i) => {
+    let apiKeyHash: string | undefined;
+    if (t.api_key !== undefined) {
+      apiKeyHash = sha256Hex(t.api_key);
+      if (!snapshot.tenantsByKeyHash.has(apiKeyHash)) problems.push(workload.problemAt(['tenants', i, 'api_key'], `tenants[${i}].api_key: no tenant of the policy has this API key`));
+    } else if (t.tenant !== undefined) {
+      apiKeyHash = keyOf.get(t.tenant);
+      if (apiKeyHash === undefined && snapshot.anonymousTenant?.id !== t.tenant) {
+        problems.push(
+          workload.problemAt(
+            ['tenants', i, 'tenant'],
+            snapshot.tenantsById.has(t.tenant)
+              ? `tenants[${i}].tenant: "${t.tenant}" has no API key in the policy and is not the anonymous tenant`
+              : `tenants[${i}].tenant: no tenant "${t.tenant}" in the policy (known: ${known()})`,
+          ),
+        );
+      }
+    } else if (!snapshot.anonymousTenant) {
+      problems.push(workload.problemAt(['tenants', i], `tenants[${i}]: the policy has no anonymous tenant`));
+    }
+    if (t.model !== undefined) checkModel(t.model, ['tenants', i, 'model']);
+    checkAdapters(t.adapters, ['tenants', i, 'adapters']);
+    return { apiKeyHash, weight: t.weight ?? 1, model: t.model, batchFraction: t.batch_fraction, adapters: t.adapters };
+  });
+  if (tenants.length === 0 && !snapshot.anonymousTenant && !spec.trace) {
+    problems.push(workload.problemAt([], 'the workload sends no API key (add "tenants") and the policy has no anonymous tenant'));
+  }
+  if (problems.length) throw new WorkloadError(problems);
+  return tenants;
+}
+
+/** Runs one simulation to the end. Throws SimError or WorkloadError on a configuration that cannot run. */
+export function simulate(options: SimOptions): SimResult {
+  return new Simulation(options).run();
+}
