@@ -21,9 +21,11 @@ export interface ChainHooks {
  * overrun it through no fault of the strategy; discarding that answer would
  * only make routing flap. A strategy that overruns repeatedly (3 times in
  * its last 100 picks) is slow for real: it is skipped for 10 s, then tried
- * again. Every overrun is reported.
+ * again. Every overrun after an instance's first few picks is reported.
  */
 const OVERRUNS_TO_SUSPEND = 3;
+/** A fresh instance's first picks include compiling it (JIT): they are not held against it. */
+const WARMUP_PICKS = 10;
 const OVERRUN_WINDOW_PICKS = 100;
 const SUSPENSION_MS = 10_000;
 
@@ -81,7 +83,7 @@ export function chooseReplica(
     }
     const elapsed = performance.now() - started;
     record.picks++;
-    if (elapsed > budget) {
+    if (elapsed > budget && record.picks > WARMUP_PICKS) {
       record.overrunsAt = record.overrunsAt.filter((at) => at > record.picks - OVERRUN_WINDOW_PICKS);
       record.overrunsAt.push(record.picks);
       const suspend = record.overrunsAt.length >= OVERRUNS_TO_SUSPEND;
