@@ -52,11 +52,8 @@ export function buildCandidates(
 /**
  * Scraped signals while they are fresh; past max staleness the router's own
  * in-flight count stands in for them, since routing on old load data is worse
- * than random. Even fresh, a replica holds at least what this router has in
- * flight there — requests sent since the scrape included: up to max_num_seqs
- * of them running, the rest queued. (Counting everything beyond the scraped
- * running batch as queued would inflate the queue between scrapes and turn
- * away requests the engine could take.)
+ * than random. Even fresh, the queue is at least what this router sent beyond
+ * the engine's running batch since the last scrape.
  */
 export function loadSignals(
   spec: ReplicaSpec,
@@ -78,10 +75,11 @@ export function loadSignals(
       stale: true,
     };
   }
+  const running = state!.running ?? 0;
   return {
     kvUsage: state!.kvUsage ?? 0,
-    queueDepth: Math.max(state!.queueDepth ?? 0, inFlight - spec.maxNumSeqs),
-    running: Math.max(state!.running ?? 0, Math.min(inFlight, spec.maxNumSeqs)),
+    queueDepth: Math.max(state!.queueDepth ?? 0, inFlight - running),
+    running,
     inFlight,
     loadedAdapters,
     ageMs,
