@@ -21,7 +21,9 @@ class Sequence {
   readonly arrivedAt: number;
   /** Prompt blocks that may be cached: the hashes given, at most the prompt's full blocks. */
   readonly hashLimit: number;
-  readonly blocks: number[] = [];
+  /** KV blocks held, the first `numBlocks` entries; room for the whole request, prompt and output (from the engine's pool). */
+  blocks: Int32Array;
+  numBlocks = 0;
   state = WAITING;
   /** Prompt plus generated tokens; the last generated one has no KV yet. */
   numTokens: number;
@@ -37,11 +39,31 @@ class Sequence {
   preempted = 0;
   firstTokenAt = NaN;
 
-  constructor(request: EngineRequest, arrivedAt: number, blockSize: number) {
+  constructor(request: EngineRequest, arrivedAt: number, blockSize: number, blocks: Int32Array) {
     this.request = request;
     this.arrivedAt = arrivedAt;
     this.numTokens = request.promptTokens;
     this.hashLimit = Math.min(request.blockHashes.length, Math.floor(request.promptTokens / blockSize));
+    this.blocks = blocks;
+  }
+}
+
+const NO_BLOCKS = new Int32Array(0);
+
+/** Block-id arrays by power-of-two size, reused from one request to the next (no allocation per request). */
+class BlockArrays {
+  private readonly free: Int32Array[][] = [];
+
+  take(size: number): Int32Array {
+    const k = size <= 1 ? 0 : 32 - Math.clz32(size - 1);
+    const list = this.free[k];
+    return list !== undefined && list.length > 0 ? list.pop()! : new Int32Array(1 << k);
+  }
+
+  give(array: Int32Array): void {
+    if (array.length === 0) return;
+    const k = 31 - Math.clz32(array.length);
+    (this.free[k] ??= []).push(array);
   }
 }
 
@@ -54,6 +76,15 @@ export interface EngineOptions {
    * fire later than asked).
    */
   readonly maxCatchUpSteps?: number;
+  /**
+   * Runs stretches of identical decode steps (nothing waiting, no prefill, no
+   * request finishing, KV enough) as one timer instead of one per step, when
+   * no running request asks for per-token callbacks. Token, finish and step
+   * times, KV usage as observed, and the step statistics are the per-step
+   * model's; only which block id a sequence gets can differ (blocks without
+   * cached content are interchangeable). Default off (the simulator turns it on).
+   */
+  readonly fastForward?: boolean;
 }
 
 export class EngineModel {
@@ -62,7 +93,16 @@ export class EngineModel {
   private readonly kv: KvCache;
   private readonly lora: LoraSlots;
   private readonly maxCatchUpSteps: number;
+  private readonly fastForward: boolean;
+  // A fast-forward window: steps 0..windowSteps-1 of one unchanging decode batch, each
+  // windowStepMs long, ending at stepEnd. Steps up to windowBuilt are applied (built; the ones
+  // before it completed); windowBuiltAt is when step windowBuilt started. windowSteps 0: no window.
+  private windowSteps = 0;
+  private windowBuilt = 0;
+  private windowBuiltAt = 0;
+  private windowStepMs = 0;
   private readonly byId = new Map<string, Sequence>();
+  private readonly blockArrays = new BlockArrays();
   private running: Sequence[] = [];
   // FIFO with a moving head; preempted requests go back in front of it.
   private waiting: (Sequence | undefined)[] = [];
@@ -97,6 +137,7 @@ export class EngineModel {
     this.lora = new LoraSlots(profile.maxLoras);
     this.batchSizes = new Float64Array(profile.maxNumSeqs + 1);
     this.maxCatchUpSteps = options.maxCatchUpSteps ?? 64;
+    this.fastForward = options.fastForward ?? false;
     for (const adapter of options.preloadAdapters ?? []) this.lora.preload(adapter);
   }
 
@@ -109,16 +150,19 @@ export class EngineModel {
   }
 
   get kvUsage(): number {
+    if (this.windowSteps > 0) this.syncWindow();
     return this.kv.usage;
   }
 
   /** Mean over non-empty steps of the requests in the batch. */
   get meanBatchSize(): number {
+    if (this.windowSteps > 0) this.syncWindow();
     return this.stepCount === 0 ? 0 : this.batchSizeSum / this.stepCount;
   }
 
   /** Element b: the number of steps that ran a batch of b requests. */
   batchSizeHistogram(): number[] {
+    if (this.windowSteps > 0) this.syncWindow();
     return Array.from(this.batchSizes);
   }
 
@@ -132,7 +176,9 @@ export class EngineModel {
       throw new RangeError(`request '${id}': ${promptTokens} prompt + ${maxTokens} output tokens exceed max_model_len ${this.profile.maxModelLen}`);
     }
     if (request.adapter !== undefined && this.profile.maxLoras === 0) throw new Error(`request '${id}': this engine serves no LoRA adapters`);
-    const seq = new Sequence(request, this.clock.now(), this.profile.blockSize);
+    if (this.windowSteps > 0) this.cutWindow();
+    const blockSize = this.profile.blockSize;
+    const seq = new Sequence(request, this.clock.now(), blockSize, this.blockArrays.take(Math.ceil((promptTokens + maxTokens) / blockSize)));
     this.byId.set(id, seq);
     this.waiting.push(seq);
     this.waitingLive++;
@@ -150,6 +196,7 @@ export class EngineModel {
   cancel(id: string): boolean {
     const seq = this.byId.get(id);
     if (!seq || seq.state === DONE) return false;
+    if (this.windowSteps > 0) this.cutWindow();
     const t = this.clock.now();
     if (seq.state === WAITING) {
       // Left in the queue array; the scheduler drops it when it gets there.
@@ -165,6 +212,7 @@ export class EngineModel {
 
   /** Aborts every request and stops stepping (the emulator's shutdown). */
   stop(): void {
+    if (this.windowSteps > 0) this.cutWindow();
     this.timer?.cancel();
     this.timer = undefined;
     for (const id of [...this.byId.keys()]) this.cancel(id);
@@ -187,6 +235,7 @@ export class EngineModel {
   }
 
   snapshot(): EngineMetrics {
+    if (this.windowSteps > 0) this.syncWindow();
     const waitingAdapters = new Set<string>();
     for (let i = this.waitingHead; i < this.waiting.length; i++) {
       const seq = this.waiting[i];
@@ -238,6 +287,7 @@ export class EngineModel {
         return;
       }
       this.stepEnd = t + duration;
+      if (this.fastForward && this.startWindow(t, duration)) return;
       const ahead = this.stepEnd - this.clock.now();
       if (ahead > 0 || n >= this.maxCatchUpSteps) {
         this.timer = this.clock.schedule(Math.max(0, ahead), this.onStepEnd);
@@ -246,6 +296,106 @@ export class EngineModel {
       this.complete(this.stepEnd);
       t = this.stepEnd;
     }
+  }
+
+  /**
+   * Called with step 0 just built (starting at `start`, `duration` long):
+   * when it is a decode-only batch that the next steps would repeat exactly,
+   * schedules one timer for the end of the stretch instead of one per step.
+   */
+  private startWindow(start: number, duration: number): boolean {
+    if (this.waitingLive > 0) return false;
+    const work = this.work;
+    if (work.prefillTokens !== 0 || work.adapterLoads !== 0) return false;
+    const running = this.running;
+    const count = running.length;
+    if (count === 0 || count > this.profile.maxNumBatchedTokens) return false;
+    let steps = Infinity;
+    for (let i = 0; i < count; i++) {
+      const seq = running[i];
+      if (seq.scheduled !== 1 || seq.outputTokens === 0 || seq.request.onToken !== undefined) return false;
+      const left = seq.request.maxTokens - seq.outputTokens;
+      if (left < steps) steps = left;
+    }
+    // Step `steps - 1` is the first in which a request finishes: the window ends with it.
+    if (steps < 2) return false;
+    // The blocks steps 1..steps-1 need must be free: then nothing is preempted.
+    const blockSize = this.profile.blockSize;
+    let need = 0;
+    for (let i = 0; i < count; i++) {
+      const seq = running[i];
+      need += Math.ceil((seq.numComputed + steps) / blockSize) - seq.numBlocks;
+    }
+    if (need > this.kv.freeBlocks) return false;
+    let end = start;
+    for (let k = 0; k < steps; k++) end += duration;
+    this.windowSteps = steps;
+    this.windowBuilt = 0;
+    this.windowBuiltAt = start;
+    this.windowStepMs = duration;
+    this.stepEnd = end;
+    this.timer = this.clock.schedule(Math.max(0, end - this.clock.now()), this.onWindowEnd);
+    return true;
+  }
+
+  private readonly onWindowEnd = (): void => {
+    this.timer = undefined;
+    this.advanceWindow(this.windowSteps - 1);
+    this.windowSteps = 0;
+    this.complete(this.stepEnd);
+    this.runFrom(this.stepEnd);
+  };
+
+  /** Applies the window's steps that have started by now (one starting exactly now has not, as in the per-step model). */
+  private syncWindow(): void {
+    const now = this.clock.now();
+    const d = this.windowStepMs;
+    let built = this.windowBuilt;
+    let at = this.windowBuiltAt;
+    while (built < this.windowSteps - 1 && at + d < now) {
+      at += d;
+      built++;
+    }
+    this.advanceWindow(built);
+  }
+
+  /** Ends the window at the step in flight now: the engine goes on step by step from its end. */
+  private cutWindow(): void {
+    this.syncWindow();
+    this.windowSteps = 0;
+    this.timer?.cancel();
+    this.stepEnd = this.windowBuiltAt + this.windowStepMs;
+    this.timer = this.clock.schedule(Math.max(0, this.stepEnd - this.clock.now()), this.onStepEnd);
+  }
+
+  /**
+   * Completes the window's steps before `built` and builds step `built`:
+   * what complete() and buildBatch() would have done, in bulk.
+   */
+  private advanceWindow(built: number): void {
+    const steps = built - this.windowBuilt;
+    if (steps <= 0) return;
+    const blockSize = this.profile.blockSize;
+    const kv = this.kv;
+    const running = this.running;
+    const count = running.length;
+    for (let i = 0; i < count; i++) {
+      const seq = running[i];
+      seq.numComputed += steps;
+      seq.numTokens += steps;
+      seq.outputTokens += steps;
+      const need = Math.ceil((seq.numComputed + 1) / blockSize) - seq.numBlocks;
+      if (need > 0) seq.numBlocks = kv.allocateAt(need, seq.blocks, seq.numBlocks);
+    }
+    this.generationTokenCount += steps * count;
+    this.stepCount += steps;
+    this.distinctAdapterSum += steps * this.work.distinctAdapters;
+    this.batchSizeSum += steps * count;
+    this.batchSizes[count] += steps;
+    let at = this.windowBuiltAt;
+    for (let k = 0; k < steps; k++) at += this.windowStepMs;
+    this.windowBuiltAt = at;
+    this.windowBuilt = built;
   }
 
   /**
@@ -266,14 +416,18 @@ export class EngineModel {
     let budget = profile.maxNumBatchedTokens;
     let preempted = false;
 
+    const blockSize = profile.blockSize;
     const running = this.running;
+    let decodes = 0;
     for (let i = 0; i < running.length; i++) {
       const seq = running[i];
       if (budget === 0) break;
-      const remaining = seq.numTokens - seq.numComputed;
+      const computed = seq.numComputed;
+      const remaining = seq.numTokens - computed;
       const tokens = remaining < budget ? remaining : budget;
-      const need = kv.blocksFor(seq.numComputed + tokens) - seq.blocks.length;
-      if (need > 0) {
+      const end = computed + tokens;
+      if (end > seq.numBlocks * blockSize) {
+        const need = Math.ceil(end / blockSize) - seq.numBlocks;
         while (kv.freeBlocks < need) {
           const victim = running[running.length - 1];
           this.preempt(victim);
@@ -281,11 +435,18 @@ export class EngineModel {
           if (victim === seq) break;
         }
         if (seq.state !== RUNNING) break;
-        kv.allocate(need, seq.blocks);
+        seq.numBlocks = kv.allocateAt(need, seq.blocks, seq.numBlocks);
       }
-      this.scheduleChunk(seq, tokens);
+      if (tokens === 1 && seq.outputTokens > 0) {
+        // A decode: one token, nothing to hash.
+        seq.scheduled = 1;
+        decodes++;
+      } else {
+        this.scheduleChunk(seq, tokens);
+      }
       budget -= tokens;
     }
+    work.decodeTokens += decodes;
 
     if (!preempted) budget = this.admitWaiting(budget, start);
 
@@ -334,8 +495,7 @@ export class EngineModel {
 
       i = this.removeWaiting(i);
       this.waitingLive--;
-      kv.acquireFound(hitBlocks, seq.blocks);
-      kv.allocate(need, seq.blocks);
+      seq.numBlocks = kv.allocateAt(need, seq.blocks, kv.acquireFoundAt(hitBlocks, seq.blocks, 0));
       seq.numComputed = hitTokens;
       seq.hashedBlocks = hitBlocks;
       if (!seq.admitted) {
@@ -429,8 +589,8 @@ export class EngineModel {
   }
 
   private release(seq: Sequence): void {
-    this.kv.release(seq.blocks);
-    seq.blocks.length = 0;
+    this.kv.releaseAt(seq.blocks, seq.numBlocks);
+    seq.numBlocks = 0;
     if (seq.request.adapter !== undefined) this.lora.release(seq.request.adapter);
   }
 
@@ -454,6 +614,9 @@ export class EngineModel {
 
   private finish(seq: Sequence, reason: FinishReason, t: number): void {
     seq.state = DONE;
+    // Its blocks were released (or it never held any): the array goes back to the pool.
+    this.blockArrays.give(seq.blocks);
+    seq.blocks = NO_BLOCKS;
     this.byId.delete(seq.request.id);
     this.finishedCounts[reason]++;
     const result: EngineResult = {

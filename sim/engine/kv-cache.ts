@@ -96,6 +96,56 @@ export class KvCache {
     }
   }
 
+  /** `acquireFound` into a typed array at `at`; returns the new length. */
+  acquireFoundAt(count: number, into: Int32Array, at: number): number {
+    const found = this.found;
+    const refCount = this.refCount;
+    for (let i = 0; i < count; i++) {
+      const block = found[i];
+      if (refCount[block]++ === 0) this.unlink(block);
+      into[at++] = block;
+    }
+    return at;
+  }
+
+  /**
+   * `allocate` into a typed array at `at` (the caller has checked
+   * `freeBlocks`); returns the new length.
+   */
+  allocateAt(count: number, into: Int32Array, at: number): number {
+    const hashed = this.hashed;
+    const refCount = this.refCount;
+    const next = this.next;
+    let block = this.head;
+    for (let i = 0; i < count; i++) {
+      if (hashed[block] === 1) {
+        this.byHash.deleteIf(this.blockHash[block], block);
+        hashed[block] = 0;
+      }
+      refCount[block] = 1;
+      into[at++] = block;
+      block = next[block];
+    }
+    // The first `count` blocks of the queue leave it at once.
+    this.head = block;
+    if (block === NONE) this.tail = NONE;
+    else this.prev[block] = NONE;
+    this.free -= count;
+    return at;
+  }
+
+  /** `release` of the first `count` blocks of a typed array. */
+  releaseAt(blocks: Int32Array, count: number): void {
+    const refCount = this.refCount;
+    const hashed = this.hashed;
+    for (let i = count - 1; i >= 0; i--) {
+      const block = blocks[i];
+      if (--refCount[block] !== 0) continue;
+      if (hashed[block] === 1) this.pushTail(block);
+      else this.pushHead(block);
+    }
+  }
+
   /**
    * Takes `count` blocks from the head of the free queue (evicting the
    * oldest cached prefixes), appending them to `into`. All or nothing.

@@ -62,7 +62,7 @@ export class SimReplica {
     readonly profile: EngineProfile,
     clock: Clock,
   ) {
-    this.engine = new EngineModel(profile, clock, { preloadAdapters: spec.adapters });
+    this.engine = new EngineModel(profile, clock, { preloadAdapters: spec.adapters, fastForward: true });
   }
 
   get id(): string {

@@ -114,16 +114,23 @@ class Admitted implements EngineRequest {
   readonly maxTokens: number;
   readonly blockHashes: readonly number[];
   readonly adapter?: string;
+  /**
+   * What the completion needs of the decision, not the decision itself: an
+   * admitted request lives for seconds of virtual time, and its decision's
+   * trace would survive young-generation collections with it.
+   */
+  readonly decision: Pick<Decision, 'requestId' | 'tenant' | 'model' | 'adapter' | 'poolRef' | 'routed'>;
   firstTokenAt = NaN;
 
   constructor(
     readonly sim: Simulation,
     readonly spec: SimRequestSpec,
-    readonly decision: Decision,
+    decision: Decision,
     readonly router: Router,
     readonly replica: SimReplica,
     readonly groups: GroupStats[],
   ) {
+    this.decision = { requestId: decision.requestId, tenant: decision.tenant, model: decision.model, adapter: decision.adapter, poolRef: decision.poolRef, routed: decision.routed };
     this.id = decision.requestId;
     this.promptTokens = spec.promptTokens;
     this.maxTokens = spec.outputTokens;

@@ -267,3 +267,58 @@ describe('EngineModel LoRA', () => {
     assert.equal(engine.isAdapterLoaded('alpha'), false);
   });
 });
+
+describe('EngineModel fast-forward', () => {
+  // Many requests on the tiny profile (KV for 4 × 256 tokens): prefix hits, chunked prefills,
+  // preemptions, adapters, a cancellation, one streaming request, and observations at odd times.
+  function run(fastForward: boolean, maxLoras: number, numGpuBlocks: number, maxNumSeqs: number) {
+    const clock = new VirtualClock();
+    let timers = 0;
+    const counting = { now: () => clock.now(), schedule: (delayMs: number, fn: () => void) => (timers++, clock.schedule(delayMs, fn)) };
+    const engine = new EngineModel({ ...tiny, maxLoras, numGpuBlocks, maxNumSeqs }, counting, { fastForward });
+    let seed = 7;
+    const random = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+    const log: string[] = [];
+    let at = 0;
+    for (let i = 0; i < 120; i++) {
+      at += random() * 120;
+      const family = Math.floor(random() * 4);
+      const promptTokens = 16 + Math.floor(random() * 300);
+      const maxTokens = 1 + Math.floor(random() * (i % 7 === 0 ? 400 : 60));
+      const adapter = maxLoras > 0 && random() < 0.3 ? `ad${Math.floor(random() * 3)}` : undefined;
+      const streaming = i === 30;
+      const id = `r${i}`;
+      clock.schedule(at, () =>
+        engine.submit({
+          id,
+          promptTokens,
+          maxTokens,
+          adapter,
+          blockHashes: Array.from({ length: Math.floor(promptTokens / 16) }, (_, b) => family * 1000 + b),
+          onFirstToken: (t) => log.push(`${id} first ${t}`),
+          onToken: streaming ? (index, t) => log.push(`${id} token ${index} ${t}`) : undefined,
+          onFinish: (r, t) => log.push(`${id} ${r.finishReason} ${t} out ${r.outputTokens} cached ${r.cachedTokens} preempted ${r.preempted}`),
+        }),
+      );
+      if (i === 50) clock.schedule(at + 25, () => engine.cancel('r48'));
+    }
+    for (let t = 3; t < at + 20_000; t += 37.3) clock.schedule(t, () => log.push(`@${clock.now().toFixed(3)} kv ${engine.kvUsage} run ${engine.runningCount} wait ${engine.waitingCount}`));
+    clock.run();
+    return { log, metrics: engine.snapshot(), histogram: engine.batchSizeHistogram(), mean: engine.meanBatchSize, timers };
+  }
+
+  it('gives the per-step model’s token and finish times, KV usage, preemptions and step statistics', () => {
+    // Short of KV (preemptions, a queue) with and without adapters; then with room (long windows).
+    for (const [maxLoras, blocks, seqs] of [[0, 64, 4], [2, 64, 4], [2, 4096, 16]]) {
+      const stepwise = run(false, maxLoras, blocks, seqs);
+      const fast = run(true, maxLoras, blocks, seqs);
+      if (blocks === 64) assert.ok(stepwise.metrics.preemptions > 0, 'the workload preempts');
+      assert.ok(stepwise.metrics.prefixCacheHits > 0, 'the workload hits the prefix cache');
+      assert.deepEqual(fast.log, stepwise.log);
+      assert.deepEqual(fast.metrics, stepwise.metrics);
+      assert.deepEqual(fast.histogram, stepwise.histogram);
+      assert.equal(fast.mean, stepwise.mean);
+      if (blocks > 64) assert.ok(fast.timers < stepwise.timers * 0.7, `${fast.timers} timers with fast-forward, ${stepwise.timers} without`);
+    }
+  });
+});

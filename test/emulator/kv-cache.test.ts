@@ -104,4 +104,52 @@ describe('KvCache', () => {
     kv.allocate(3, []);
     assert.equal(kv.lookup([42], 1), 1);
   });
+
+  it('its typed-array methods (the engine\'s) do what the array ones do', () => {
+    // Requests hold blocks, cache some, share prefixes through lookups, and release; two caches, one
+    // driven through number[] and one through Int32Array, must give the same blocks and state.
+    const op = fc.record({
+      prompt: fc.integer({ min: 0, max: 5 }),
+      blocks: fc.integer({ min: 1, max: 6 }),
+      extra: fc.integer({ min: 0, max: 3 }),
+      release: fc.integer({ min: 0, max: 3 }),
+    });
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 60 }), (ops) => {
+        const a = new KvCache(16, 16);
+        const b = new KvCache(16, 16);
+        const heldA: number[][] = [];
+        const heldB: { blocks: Int32Array; n: number }[] = [];
+        for (const { prompt, blocks, extra, release } of ops) {
+          const hashes = Array.from({ length: blocks }, (_, i) => prompt * 100 + i);
+          const hits = a.lookup(hashes, blocks);
+          assert.equal(b.lookup(hashes, blocks), hits);
+          assert.equal(b.unreferencedFound(hits), a.unreferencedFound(hits));
+          const need = blocks - hits + extra;
+          if (need + a.unreferencedFound(hits) <= a.freeBlocks) {
+            const listA: number[] = [];
+            a.acquireFound(hits, listA);
+            assert.equal(a.allocate(need, listA), true);
+            const arrayB = new Int32Array(blocks + extra);
+            const n = b.allocateAt(need, arrayB, b.acquireFoundAt(hits, arrayB, 0));
+            assert.deepEqual(Array.from(arrayB.subarray(0, n)), listA);
+            for (let i = hits; i < blocks; i++) {
+              a.cache(listA[i], hashes[i]);
+              b.cache(arrayB[i], hashes[i]);
+            }
+            heldA.push(listA);
+            heldB.push({ blocks: arrayB, n });
+          }
+          for (let r = 0; r < release && heldA.length > 0; r++) {
+            const i = (prompt + r) % heldA.length;
+            a.release(heldA.splice(i, 1)[0]);
+            const { blocks: array, n } = heldB.splice(i, 1)[0];
+            b.releaseAt(array, n);
+          }
+          assert.equal(b.freeBlocks, a.freeBlocks);
+          assert.equal(b.cachedBlocks, a.cachedBlocks);
+        }
+      }),
+    );
+  });
 });
