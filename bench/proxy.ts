@@ -80,6 +80,24 @@ async function load(target: Target, stream: boolean): Promise<{ latencies: numbe
   return { latencies: latencies.sort((a, b) => a - b), errors };
 }
 
+/** Closed loop: `concurrency` clients back to back, for CPU per request with nothing idle to amortize. */
+async function saturate(target: Target, total: number, concurrency: number): Promise<number> {
+  const pool = new Pool(target.url, { connections: concurrency });
+  let next = 0;
+  let errors = 0;
+  const worker = async () => {
+    while (next < total) {
+      const i = next++;
+      const response = await pool.request({ path: '/v1/chat/completions', method: 'POST', headers: { 'content-type': 'application/json', 'x-conversation-id': `c-${i % 50}` }, body: body(false, i) });
+      await response.body.text();
+      if (response.statusCode !== 200) errors++;
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  await pool.close();
+  return errors;
+}
+
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN;
 
 const engine = await start(`${here}targets/engine.ts`, []);
@@ -130,6 +148,25 @@ for (const stream of [false, true]) {
     );
   }
   console.log(`router CPU per request = ${(rows[2].cpu! / rows[1].cpu!).toFixed(2)}× the bare pass-through's (median runs; goal ≤ 1.5×)`);
+}
+
+// At saturation: per-request cost with no idle time and no background work to spread.
+{
+  const SATURATION_REQUESTS = Number(process.env.BENCH_SATURATION_REQUESTS ?? 6000);
+  const cpu: Record<string, number[]> = {};
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const target of round % 2 ? [targets[2], targets[1]] : [targets[1], targets[2]]) {
+      const before = await cpuOf(target.child!);
+      const errors = await saturate(target, SATURATION_REQUESTS, 32);
+      const after = await cpuOf(target.child!);
+      if (errors) console.log(`${target.name}: ${errors} errors at saturation`);
+      (cpu[target.name] ??= []).push((after.userMicros - before.userMicros + after.systemMicros - before.systemMicros) / SATURATION_REQUESTS);
+    }
+  }
+  const bareCpu = median(cpu[targets[1].name]);
+  const routerCpu = median(cpu[targets[2].name]);
+  console.log(`\nat saturation (non-streaming, 32 concurrent clients, ${SATURATION_REQUESTS} requests a run, median of ${ROUNDS})`);
+  console.log(`bare pass-through ${bareCpu.toFixed(0)} µs/req (${cpu[targets[1].name].map((c) => c.toFixed(0)).join(' ')}), switchyard ${routerCpu.toFixed(0)} µs/req (${cpu[targets[2].name].map((c) => c.toFixed(0)).join(' ')}): ${(routerCpu / bareCpu).toFixed(2)}×`);
 }
 
 for (const child of [engine.child, bare.child, router.child]) child.kill();
