@@ -113,7 +113,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 console.log(`bench:proxy — ${RATE} req/s for ${SECONDS} s per run, ${ROUNDS} interleaved rounds, one emulated engine, 16 output tokens`);
 console.log('CPU µs per request is each server process\'s own CPU time (user+system) over the requests of a run; the table gives the median run.');
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
-for (const stream of [false, true]) {
+// BENCH_ONLY=saturation skips the fixed-rate runs.
+for (const stream of process.env.BENCH_ONLY === 'saturation' ? [] : [false, true]) {
   // Warm up every path (JIT, connections), then measure in interleaved rounds:
   // this machine is shared and noisy, and alternating spreads the noise evenly.
   for (const target of targets) await load(target, stream).catch(() => undefined);
@@ -152,6 +153,7 @@ for (const stream of [false, true]) {
 
 // At saturation: per-request cost with no idle time and no background work to spread.
 {
+  for (const target of targets.slice(1)) await saturate(target, 2000, 32); // warm up
   const SATURATION_REQUESTS = Number(process.env.BENCH_SATURATION_REQUESTS ?? 6000);
   const cpu: Record<string, number[]> = {};
   for (let round = 0; round < ROUNDS; round++) {
