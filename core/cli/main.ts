@@ -14,9 +14,6 @@ const commands: Record<string, () => Promise<Command>> = {
   experiment: async () => (await import('./experiment.ts')).runExperiment,
 };
 
-export function registerCommand(name: string, load: () => Promise<Command>): void {
-  commands[name] = load;
-}
 
 export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;

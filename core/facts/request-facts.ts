@@ -128,6 +128,3 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
   };
 }
 
-export function isRejection(value: RequestFacts | Rejection): value is Rejection {
-  return (value as Rejection).code !== undefined && (value as Rejection).status !== undefined;
-}
