@@ -11,22 +11,35 @@ interface Config {
   min_match_blocks: number;
 }
 
+/** The replicas that served one prefix block, and when the block was last used. */
+interface Holders {
+  readonly replicas: string[];
+  /** Tick of the block's last use: the LRU order, kept without reordering the Map. */
+  usedAt: number;
+}
+
 interface State {
-  /** Prefix block hash → replicas that served it, oldest entry first. */
-  seen: Map<number, string[]>;
+  /** Prefix block hash → its holders. */
+  seen: Map<number, Holders>;
+  /** Ticks once per block use; carried over so ages stay comparable. */
+  clock: number;
 }
 
 /**
- * Drops the least recently used entries down to 90% of the limit, through one
- * iterator: evicting one at a time from the front of a Map walks past every
- * slot deleted before, and costs milliseconds a request once the memory is full.
+ * Drops the least recently used entries down to 90% of the limit. Entries are
+ * stamped on use rather than moved to the back of the Map: deleting and
+ * re-inserting the hot blocks of every request leaves V8's Map full of
+ * deleted slots, which made each request's upkeep grow with the memory's size.
+ * Stamps are unique, so the cut-off stamp evicts exactly the oldest entries.
  */
-function evictOldest(seen: Map<number, string[]>, maxEntries: number): void {
-  let excess = seen.size - Math.floor(maxEntries * 0.9);
-  for (const key of seen.keys()) {
-    if (excess-- <= 0) break;
-    seen.delete(key);
-  }
+function evictLeastRecentlyUsed(seen: Map<number, Holders>, maxEntries: number): void {
+  const excess = seen.size - Math.floor(maxEntries * 0.9);
+  if (excess <= 0) return;
+  const stamps = new Float64Array(seen.size);
+  let i = 0;
+  for (const holders of seen.values()) stamps[i++] = holders.usedAt;
+  const cutoff = stamps.sort()[excess - 1];
+  for (const [hash, holders] of seen) if (holders.usedAt <= cutoff) seen.delete(hash);
 }
 
 export default {
@@ -44,8 +57,10 @@ export default {
     },
   },
   create(config, ctx) {
-    const previous = ctx.previousState as State | undefined;
-    const seen: Map<number, string[]> = previous?.seen instanceof Map ? previous.seen : new Map();
+    const previous = ctx.previousState as Partial<State> | undefined;
+    const known = previous?.seen instanceof Map && typeof previous.clock === 'number';
+    const seen: Map<number, Holders> = known ? previous.seen! : new Map();
+    let clock = known ? previous.clock! : 0;
 
     return {
       pick(request, candidates) {
@@ -56,7 +71,7 @@ export default {
         for (let i = 0; i < hashes.length; i++) {
           const holders = seen.get(hashes[i]);
           if (!holders) break;
-          for (const id of holders) depth.set(id, i + 1);
+          for (const id of holders.replicas) depth.set(id, i + 1);
         }
         let best: Candidate | undefined;
         let bestDepth = 0;
@@ -88,17 +103,16 @@ export default {
         for (const hash of request.prefixHashes) {
           const holders = seen.get(hash);
           if (holders) {
-            seen.delete(hash); // re-insert: most recently used last
-            if (!holders.includes(replica)) holders.push(replica);
-            seen.set(hash, holders);
+            holders.usedAt = ++clock;
+            if (!holders.replicas.includes(replica)) holders.replicas.push(replica);
           } else {
-            seen.set(hash, [replica]);
+            seen.set(hash, { replicas: [replica], usedAt: ++clock });
           }
         }
-        if (seen.size > config.max_entries) evictOldest(seen, config.max_entries);
+        if (seen.size > config.max_entries) evictLeastRecentlyUsed(seen, config.max_entries);
       },
       exportState(): State {
-        return { seen };
+        return { seen, clock };
       },
       dispose() {
         // The map may live on in a successor (exportState); nothing else to free.
