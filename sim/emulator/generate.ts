@@ -5,6 +5,7 @@
 import type { FastifyReply } from 'fastify';
 import type { Clock } from '../clock.ts';
 import type { EngineModel } from '../engine/engine-model.ts';
+import type { PromptBlocks } from '../engine/prompt-blocks.ts';
 import type { EngineResult } from '../engine/types.ts';
 import { EmulatorError } from './errors.ts';
 import { fillerText, fillerToken } from './filler.ts';
@@ -13,7 +14,7 @@ import { DONE_CHUNK, fullResponse, roleChunk, tokenChunk, usage, usageChunk, typ
 
 export interface PromptJob {
   readonly promptTokens: number;
-  readonly blockHashes: readonly number[];
+  readonly blocks: PromptBlocks;
   readonly maxTokens: number;
   readonly finishReason: 'stop' | 'length';
 }
@@ -113,7 +114,7 @@ export function generate(
           id: ids[i],
           promptTokens: prompt.promptTokens,
           maxTokens: prompt.maxTokens,
-          blockHashes: prompt.blockHashes,
+          blocks: prompt.blocks,
           adapter: job.adapter,
           finishReason: prompt.finishReason,
           onFirstToken: (t) => observer.firstToken(t - arrivedAt),

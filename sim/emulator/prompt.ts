@@ -4,6 +4,7 @@
 // own (core/facts/prompt.ts, sdk/prefix.ts), so the emulated cache agrees
 // with what a prefix-aware router predicts.
 import { prefixHashes, prefixSeed } from '../../sdk/prefix.ts';
+import { blocksOfHashes, type PromptBlocks } from '../engine/prompt-blocks.ts';
 
 export { contentText, renderMessages as renderChat } from '../../core/facts/prompt.ts';
 
@@ -13,6 +14,7 @@ export function estimateTokens(text: string): number {
   return Math.max(1, Math.ceil(text.length / CHARS_PER_TOKEN));
 }
 
-export function promptBlockHashes(text: string, model: string, adapter?: string): number[] {
-  return prefixHashes(text, prefixSeed(model, adapter));
+/** The prompt's blocks for the engine model: one run per chained block hash. */
+export function promptBlocks(text: string, model: string, adapter?: string): PromptBlocks {
+  return blocksOfHashes(prefixHashes(text, prefixSeed(model, adapter)));
 }

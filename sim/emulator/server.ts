@@ -10,7 +10,7 @@ import { EmulatorError, badRequest, errorBody } from './errors.ts';
 import { generate, type PromptJob } from './generate.ts';
 import { EngineExporter, type EngineKind } from './metrics.ts';
 import { parseChatBody, parseCompletionBody, parseEmbeddingBody, parseLoraBody, type GenerationSpec } from './parse-request.ts';
-import { estimateTokens, promptBlockHashes } from './prompt.ts';
+import { estimateTokens, promptBlocks } from './prompt.ts';
 import { responseId } from './responses.ts';
 import { scaledClock } from './scaled-clock.ts';
 import { ServedModels } from './served-models.ts';
@@ -103,7 +103,7 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
       }
       return {
         promptTokens,
-        blockHashes: promptBlockHashes(text, servedName, adapter),
+        blocks: promptBlocks(text, servedName, adapter),
         maxTokens: spec.maxTokens ?? Math.min(defaultMaxTokens, profile.maxModelLen - promptTokens),
         finishReason: spec.maxTokens === undefined ? 'stop' : 'length',
       };

@@ -6,8 +6,9 @@
 // emulator, so the per-step loop allocates nothing and per-token callbacks are
 // optional.
 import type { Clock, TimerHandle } from '../clock.ts';
-import { KvCache } from './kv-cache.ts';
+import { KvCache, KvHolding } from './kv-cache.ts';
 import { LoraSlots } from './lora-slots.ts';
+import { blockCount, NO_BLOCKS, type PromptBlocks } from './prompt-blocks.ts';
 import { validateProfile, type EngineProfile } from './profiles.ts';
 import { chunkAttentionPairs, stepTimeMs, type StepWork } from './step-time.ts';
 import type { EngineMetrics, EngineRequest, EngineResult, FinishReason } from './types.ts';
@@ -18,11 +19,12 @@ const DONE = 2;
 
 class Sequence {
   readonly request: EngineRequest;
+  readonly prompt: PromptBlocks;
   readonly arrivedAt: number;
-  /** Prompt blocks that may be cached: the hashes given, at most the prompt's full blocks. */
+  /** Prompt blocks that may be cached: those the prompt describes, at most its full blocks. */
   readonly hashLimit: number;
-  /** KV blocks held, the first `numBlocks` entries; room for the whole request, prompt and output (from the engine's pool). */
-  blocks: Int32Array;
+  /** The KV blocks held (from the engine's pool of holdings). */
+  holding: KvHolding;
   numBlocks = 0;
   state = WAITING;
   /** Prompt plus generated tokens; the last generated one has no KV yet. */
@@ -39,31 +41,13 @@ class Sequence {
   preempted = 0;
   firstTokenAt = NaN;
 
-  constructor(request: EngineRequest, arrivedAt: number, blockSize: number, blocks: Int32Array) {
+  constructor(request: EngineRequest, arrivedAt: number, blockSize: number, holding: KvHolding) {
     this.request = request;
+    this.prompt = request.blocks ?? NO_BLOCKS;
     this.arrivedAt = arrivedAt;
     this.numTokens = request.promptTokens;
-    this.hashLimit = Math.min(request.blockHashes.length, Math.floor(request.promptTokens / blockSize));
-    this.blocks = blocks;
-  }
-}
-
-const NO_BLOCKS = new Int32Array(0);
-
-/** Block-id arrays by power-of-two size, reused from one request to the next (no allocation per request). */
-class BlockArrays {
-  private readonly free: Int32Array[][] = [];
-
-  take(size: number): Int32Array {
-    const k = size <= 1 ? 0 : 32 - Math.clz32(size - 1);
-    const list = this.free[k];
-    return list !== undefined && list.length > 0 ? list.pop()! : new Int32Array(1 << k);
-  }
-
-  give(array: Int32Array): void {
-    if (array.length === 0) return;
-    const k = 31 - Math.clz32(array.length);
-    (this.free[k] ??= []).push(array);
+    this.hashLimit = Math.min(blockCount(this.prompt), Math.floor(request.promptTokens / blockSize));
+    this.holding = holding;
   }
 }
 
@@ -81,8 +65,7 @@ export interface EngineOptions {
    * request finishing, KV enough) as one timer instead of one per step, when
    * no running request asks for per-token callbacks. Token, finish and step
    * times, KV usage as observed, and the step statistics are the per-step
-   * model's; only which block id a sequence gets can differ (blocks without
-   * cached content are interchangeable). Default off (the simulator turns it on).
+   * model's. Default off (the simulator turns it on).
    */
   readonly fastForward?: boolean;
 }
@@ -102,7 +85,8 @@ export class EngineModel {
   private windowBuiltAt = 0;
   private windowStepMs = 0;
   private readonly byId = new Map<string, Sequence>();
-  private readonly blockArrays = new BlockArrays();
+  /** Holdings of finished requests, reused (no allocation per request). */
+  private readonly holdings: KvHolding[] = [];
   private running: Sequence[] = [];
   // FIFO with a moving head; preempted requests go back in front of it.
   private waiting: (Sequence | undefined)[] = [];
@@ -177,8 +161,7 @@ export class EngineModel {
     }
     if (request.adapter !== undefined && this.profile.maxLoras === 0) throw new Error(`request '${id}': this engine serves no LoRA adapters`);
     if (this.windowSteps > 0) this.cutWindow();
-    const blockSize = this.profile.blockSize;
-    const seq = new Sequence(request, this.clock.now(), blockSize, this.blockArrays.take(Math.ceil((promptTokens + maxTokens) / blockSize)));
+    const seq = new Sequence(request, this.clock.now(), this.profile.blockSize, this.holdings.pop() ?? this.kv.newHolding());
     this.byId.set(id, seq);
     this.waiting.push(seq);
     this.waitingLive++;
@@ -385,7 +368,10 @@ export class EngineModel {
       seq.numTokens += steps;
       seq.outputTokens += steps;
       const need = Math.ceil((seq.numComputed + 1) / blockSize) - seq.numBlocks;
-      if (need > 0) seq.numBlocks = kv.allocateAt(need, seq.blocks, seq.numBlocks);
+      if (need > 0) {
+        kv.allocate(seq.holding, need);
+        seq.numBlocks += need;
+      }
     }
     this.generationTokenCount += steps * count;
     this.stepCount += steps;
@@ -435,7 +421,8 @@ export class EngineModel {
           if (victim === seq) break;
         }
         if (seq.state !== RUNNING) break;
-        seq.numBlocks = kv.allocateAt(need, seq.blocks, seq.numBlocks);
+        kv.allocate(seq.holding, need);
+        seq.numBlocks += need;
       }
       if (tokens === 1 && seq.outputTokens > 0) {
         // A decode: one token, nothing to hash.
@@ -486,16 +473,18 @@ export class EngineModel {
       }
       // At least one token is always computed, so a fully cached prompt still yields a token.
       const maxHitBlocks = Math.min(Math.floor((seq.numTokens - 1) / blockSize), seq.hashLimit);
-      const hitBlocks = maxHitBlocks > 0 ? kv.lookup(seq.request.blockHashes, maxHitBlocks) : 0;
+      const hitBlocks = maxHitBlocks > 0 ? kv.lookup(seq.prompt, maxHitBlocks) : 0;
       const hitTokens = hitBlocks * blockSize;
       const remaining = seq.numTokens - hitTokens;
       const tokens = remaining < budget ? remaining : budget;
       const need = kv.blocksFor(hitTokens + tokens) - hitBlocks;
-      if (need + kv.unreferencedFound(hitBlocks) > kv.freeBlocks) break;
+      if (need + (hitBlocks > 0 ? kv.unreferencedFound : 0) > kv.freeBlocks) break;
 
       i = this.removeWaiting(i);
       this.waitingLive--;
-      seq.numBlocks = kv.allocateAt(need, seq.blocks, kv.acquireFoundAt(hitBlocks, seq.blocks, 0));
+      kv.acquireFound(seq.holding, seq.prompt, hitBlocks);
+      kv.allocate(seq.holding, need);
+      seq.numBlocks = hitBlocks + need;
       seq.numComputed = hitTokens;
       seq.hashedBlocks = hitBlocks;
       if (!seq.admitted) {
@@ -524,9 +513,10 @@ export class EngineModel {
     work.attentionPairs += chunkAttentionPairs(seq.numComputed, tokens);
     // vLLM caches a block as soon as a step that fills it is scheduled.
     const full = Math.min(Math.floor((seq.numComputed + tokens) / this.profile.blockSize), seq.hashLimit);
-    const hashes = seq.request.blockHashes;
-    for (let b = seq.hashedBlocks; b < full; b++) this.kv.cache(seq.blocks[b], hashes[b]);
-    if (full > seq.hashedBlocks) seq.hashedBlocks = full;
+    if (full > seq.hashedBlocks) {
+      this.kv.cache(seq.holding, seq.prompt, seq.hashedBlocks, full);
+      seq.hashedBlocks = full;
+    }
   }
 
   /** Applies a finished step at time t: computed tokens, sampled tokens, finished requests. */
@@ -589,7 +579,7 @@ export class EngineModel {
   }
 
   private release(seq: Sequence): void {
-    this.kv.releaseAt(seq.blocks, seq.numBlocks);
+    this.kv.release(seq.holding);
     seq.numBlocks = 0;
     if (seq.request.adapter !== undefined) this.lora.release(seq.request.adapter);
   }
@@ -614,9 +604,8 @@ export class EngineModel {
 
   private finish(seq: Sequence, reason: FinishReason, t: number): void {
     seq.state = DONE;
-    // Its blocks were released (or it never held any): the array goes back to the pool.
-    this.blockArrays.give(seq.blocks);
-    seq.blocks = NO_BLOCKS;
+    // Its blocks were released (or it never held any): the holding goes back to the pool.
+    this.holdings.push(seq.holding);
     this.byId.delete(seq.request.id);
     this.finishedCounts[reason]++;
     const result: EngineResult = {

@@ -1,63 +1,90 @@
-// A paged KV cache with prefix caching, shaped like vLLM V1's block pool:
-// fixed-size blocks with reference counts, a hash → block map for full
-// prompt blocks, and one free queue in LRU order. A freed block keeps its
-// hash (and so its cached tokens) until allocation takes it from the head of
-// the queue; a prefix hit on such a block takes it back out of the queue.
-// Typed arrays and a linked list of block ids keep the hot path free of
-// allocation.
-import { HashIndex } from './hash-index.ts';
+// A paged KV cache with prefix caching, with vLLM V1's block-pool behaviour:
+// blocks with reference counts, a prefix → block map for full prompt blocks,
+// one free queue in LRU order. A freed block keeps its prefix (and so its
+// cached tokens) until allocation takes it from the head of the queue; a hit
+// on such a block takes it back out of the queue. Freed blocks with no cached
+// prefix go to the head of the queue, cached ones to the tail, a request's
+// last blocks before its first, so a prompt's tail is evicted before the
+// prefix it shares.
+//
+// Which physical block holds what is never observable, so this model keeps
+// ranges instead of blocks: the free queue is [uncached blocks (a count)]
+// followed by a linked list of segments, each a range of one stream's blocks
+// (see prompt-blocks.ts) that share a reference count and are evicted from
+// their highest block down. A stream's cached blocks are a short sorted list
+// of such segments. Every operation costs per range, not per block: a
+// synthetic prompt of ~70 blocks is two ranges. `test/emulator/` checks it
+// against a block-by-block model of the same rules.
+import type { PromptBlocks } from './prompt-blocks.ts';
 
-const NONE = -1;
+/** A range of one stream's cached blocks with one reference count; in the LRU list while unreferenced. */
+class Segment {
+  stream: number;
+  lo: number;
+  hi: number;
+  ref: number;
+  /** LRU neighbours (toward the head: evicted sooner); null at the ends or while referenced. */
+  prev: Segment | null = null;
+  next: Segment | null = null;
+
+  constructor(stream: number, lo: number, hi: number, ref: number) {
+    this.stream = stream;
+    this.lo = lo;
+    this.hi = hi;
+    this.ref = ref;
+  }
+}
+
+/** The blocks one request holds: references on cached ranges, in prompt order, plus private blocks. */
+export class KvHolding {
+  /** Stream, first and end block of each cached range held. */
+  streams: number[] = [];
+  los: number[] = [];
+  his: number[] = [];
+  /** Blocks holding nothing cached: output, a prompt tail not yet cached, copies of prefixes cached elsewhere. */
+  privateBlocks = 0;
+
+  get size(): number {
+    let n = this.privateBlocks;
+    for (let i = 0; i < this.los.length; i++) n += this.his[i] - this.los[i];
+    return n;
+  }
+}
 
 export class KvCache {
   readonly numBlocks: number;
   readonly blockSize: number;
 
-  private readonly refCount: Int32Array;
-  private readonly blockHash: Float64Array;
-  private readonly hashed: Uint8Array;
-  private readonly byHash: HashIndex;
-  // The free queue: a doubly linked list over block ids, head = evicted first.
-  private readonly prev: Int32Array;
-  private readonly next: Int32Array;
-  private head = NONE;
-  private tail = NONE;
-  private free: number;
-  // Block ids of the last lookup(); valid until the next one.
-  private readonly found: Int32Array;
+  /** Free blocks with no cached prefix: reused first. */
+  private uncachedFree: number;
+  /** Cached blocks no request references: the LRU list's blocks. */
+  private lruBlocks = 0;
+  private cached = 0;
+  private head: Segment | null = null;
+  private tail: Segment | null = null;
+  /** Each stream's cached segments, sorted and disjoint. Keys are int32 so that they stay small integers. */
+  private readonly byStream = new Map<number, Segment[]>();
+  private lastUnreferenced = 0;
 
   constructor(numBlocks: number, blockSize: number) {
     this.numBlocks = numBlocks;
     this.blockSize = blockSize;
-    this.refCount = new Int32Array(numBlocks);
-    this.blockHash = new Float64Array(numBlocks);
-    this.hashed = new Uint8Array(numBlocks);
-    this.prev = new Int32Array(numBlocks);
-    this.next = new Int32Array(numBlocks);
-    this.found = new Int32Array(numBlocks);
-    this.byHash = new HashIndex(numBlocks);
-    for (let b = 0; b < numBlocks; b++) {
-      this.prev[b] = b - 1;
-      this.next[b] = b + 1 < numBlocks ? b + 1 : NONE;
-    }
-    this.head = numBlocks > 0 ? 0 : NONE;
-    this.tail = numBlocks - 1;
-    this.free = numBlocks;
+    this.uncachedFree = numBlocks;
   }
 
   /** Blocks in the free queue, cached-but-unreferenced ones included (vLLM counts them free). */
   get freeBlocks(): number {
-    return this.free;
+    return this.uncachedFree + this.lruBlocks;
   }
 
   /** Fraction of blocks referenced by requests: vLLM's kv_cache_usage_perc. */
   get usage(): number {
-    return this.numBlocks === 0 ? 0 : 1 - this.free / this.numBlocks;
+    return this.numBlocks === 0 ? 0 : 1 - this.freeBlocks / this.numBlocks;
   }
 
   /** Blocks that hold a cached prefix, referenced or not. */
   get cachedBlocks(): number {
-    return this.byHash.size;
+    return this.cached;
   }
 
   /** Blocks needed to hold `tokens` tokens. */
@@ -67,155 +94,228 @@ export class KvCache {
 
   /**
    * How many leading blocks of a prompt are cached, at most `maxBlocks`.
-   * Remembers their ids for `unreferencedFound` and `acquireFound`.
+   * `unreferencedFound` then says how many of them sit in the free queue.
    */
-  lookup(hashes: readonly number[], maxBlocks: number): number {
-    const limit = Math.min(maxBlocks, hashes.length);
-    let count = 0;
-    while (count < limit) {
-      const block = this.byHash.get(hashes[count]);
-      if (block < 0) break;
-      this.found[count++] = block;
+  lookup(prompt: PromptBlocks, maxBlocks: number): number {
+    const { streams, ends } = prompt;
+    let at = 0;
+    let unreferenced = 0;
+    for (let r = 0; r < ends.length && at < maxBlocks; r++) {
+      const end = ends[r] < maxBlocks ? ends[r] : maxBlocks;
+      const list = this.byStream.get(streams[r] | 0);
+      if (list === undefined) break;
+      for (let i = indexAfter(list, at); i < list.length && at < end; i++) {
+        const segment = list[i];
+        if (segment.lo > at) break;
+        const upTo = segment.hi < end ? segment.hi : end;
+        if (segment.ref === 0) unreferenced += upTo - at;
+        at = upTo;
+      }
+      if (at < end) break;
     }
-    return count;
-  }
-
-  /** Among the first `count` blocks of the last lookup, those sitting in the free queue. */
-  unreferencedFound(count: number): number {
-    let n = 0;
-    for (let i = 0; i < count; i++) if (this.refCount[this.found[i]] === 0) n++;
-    return n;
-  }
-
-  /** Takes a reference on the first `count` blocks of the last lookup, appending them to `into`. */
-  acquireFound(count: number, into: number[]): void {
-    for (let i = 0; i < count; i++) {
-      const block = this.found[i];
-      if (this.refCount[block]++ === 0) this.unlink(block);
-      into.push(block);
-    }
-  }
-
-  /** `acquireFound` into a typed array at `at`; returns the new length. */
-  acquireFoundAt(count: number, into: Int32Array, at: number): number {
-    const found = this.found;
-    const refCount = this.refCount;
-    for (let i = 0; i < count; i++) {
-      const block = found[i];
-      if (refCount[block]++ === 0) this.unlink(block);
-      into[at++] = block;
-    }
+    this.lastUnreferenced = unreferenced;
     return at;
   }
 
-  /**
-   * `allocate` into a typed array at `at` (the caller has checked
-   * `freeBlocks`); returns the new length.
-   */
-  allocateAt(count: number, into: Int32Array, at: number): number {
-    const hashed = this.hashed;
-    const refCount = this.refCount;
-    const next = this.next;
-    let block = this.head;
-    for (let i = 0; i < count; i++) {
-      if (hashed[block] === 1) {
-        this.byHash.deleteIf(this.blockHash[block], block);
-        hashed[block] = 0;
+  /** Of the blocks the last lookup found, those sitting in the free queue. */
+  get unreferencedFound(): number {
+    return this.lastUnreferenced;
+  }
+
+  /** A new, empty holding for a request. */
+  newHolding(): KvHolding {
+    return new KvHolding();
+  }
+
+  /** Takes a reference on the first `count` blocks of `prompt` (all cached: the last lookup found them). */
+  acquireFound(holding: KvHolding, prompt: PromptBlocks, count: number): void {
+    const { streams, ends } = prompt;
+    let start = 0;
+    for (let r = 0; r < ends.length && start < count; r++) {
+      const end = ends[r] < count ? ends[r] : count;
+      if (end <= start) continue;
+      const stream = streams[r] | 0;
+      const list = this.byStream.get(stream)!;
+      let i = indexAfter(list, start);
+      if (list[i].lo < start) this.split(list, i++, start);
+      for (; i < list.length && list[i].lo < end; i++) {
+        if (list[i].hi > end) this.split(list, i, end);
+        const segment = list[i];
+        if (segment.ref++ === 0) {
+          this.unlink(segment);
+          this.lruBlocks -= segment.hi - segment.lo;
+        }
       }
-      refCount[block] = 1;
-      into[at++] = block;
-      block = next[block];
-    }
-    // The first `count` blocks of the queue leave it at once.
-    this.head = block;
-    if (block === NONE) this.tail = NONE;
-    else this.prev[block] = NONE;
-    this.free -= count;
-    return at;
-  }
-
-  /** `release` of the first `count` blocks of a typed array. */
-  releaseAt(blocks: Int32Array, count: number): void {
-    const refCount = this.refCount;
-    const hashed = this.hashed;
-    for (let i = count - 1; i >= 0; i--) {
-      const block = blocks[i];
-      if (--refCount[block] !== 0) continue;
-      if (hashed[block] === 1) this.pushTail(block);
-      else this.pushHead(block);
+      holding.streams.push(stream);
+      holding.los.push(start);
+      holding.his.push(end);
+      start = end;
     }
   }
 
   /**
-   * Takes `count` blocks from the head of the free queue (evicting the
-   * oldest cached prefixes), appending them to `into`. All or nothing.
+   * Takes `count` blocks from the head of the free queue for `holding`:
+   * uncached ones first, then the oldest cached prefixes, which are evicted.
+   * The caller has checked `freeBlocks`.
    */
-  allocate(count: number, into: number[]): boolean {
-    if (count > this.free) return false;
-    for (let i = 0; i < count; i++) {
-      const block = this.head;
-      this.unlink(block);
-      if (this.hashed[block] === 1) {
-        this.byHash.deleteIf(this.blockHash[block], block);
-        this.hashed[block] = 0;
+  allocate(holding: KvHolding, count: number): void {
+    holding.privateBlocks += count;
+    const uncached = count < this.uncachedFree ? count : this.uncachedFree;
+    this.uncachedFree -= uncached;
+    let evict = count - uncached;
+    while (evict > 0) {
+      const segment = this.head!;
+      const size = segment.hi - segment.lo;
+      const n = evict < size ? evict : size;
+      segment.hi -= n;
+      this.lruBlocks -= n;
+      this.cached -= n;
+      evict -= n;
+      if (n === size) {
+        this.unlink(segment);
+        this.remove(segment);
       }
-      this.refCount[block] = 1;
-      into.push(block);
-    }
-    return true;
-  }
-
-  /**
-   * Records that a full block holds the prefix identified by `hash`. When
-   * another block already holds it (two requests computed it at once), the
-   * first stays the cached copy, as in vLLM.
-   */
-  cache(block: number, hash: number): void {
-    if (!this.byHash.add(hash, block)) return;
-    this.blockHash[block] = hash;
-    this.hashed[block] = 1;
-  }
-
-  /**
-   * Drops one reference on each block. Freed blocks that hold a cached
-   * prefix go to the tail in reverse order, so a prompt's last blocks are
-   * evicted before its first ones (its shared prefix); freed blocks with no
-   * cached content go to the head, to be reused first.
-   */
-  release(blocks: readonly number[]): void {
-    for (let i = blocks.length - 1; i >= 0; i--) {
-      const block = blocks[i];
-      if (--this.refCount[block] !== 0) continue;
-      if (this.hashed[block] === 1) this.pushTail(block);
-      else this.pushHead(block);
     }
   }
 
-  private unlink(block: number): void {
-    const p = this.prev[block];
-    const n = this.next[block];
-    if (p === NONE) this.head = n;
-    else this.next[p] = n;
-    if (n === NONE) this.tail = p;
-    else this.prev[n] = p;
-    this.free--;
+  /**
+   * Blocks [from, to) of `prompt`, held privately by `holding`, are now
+   * computed: each becomes the cached copy of its prefix, unless another
+   * block holds that prefix already (two requests computed it at once), in
+   * which case the first stays the cached copy, as in vLLM.
+   */
+  cache(holding: KvHolding, prompt: PromptBlocks, from: number, to: number): void {
+    const { streams, ends } = prompt;
+    let start = 0;
+    for (let r = 0; r < ends.length && start < to; r++) {
+      const end = ends[r] < to ? ends[r] : to;
+      if (end > from) this.cacheRange(holding, streams[r] | 0, start > from ? start : from, end);
+      start = ends[r];
+    }
   }
 
-  private pushTail(block: number): void {
-    this.prev[block] = this.tail;
-    this.next[block] = NONE;
-    if (this.tail === NONE) this.head = block;
-    else this.next[this.tail] = block;
-    this.tail = block;
-    this.free++;
+  /** Drops the holding's references: freed cached ranges go to the LRU tail (last blocks first), private blocks to the head. */
+  release(holding: KvHolding): void {
+    const { streams, los, his } = holding;
+    for (let k = los.length - 1; k >= 0; k--) {
+      const lo = los[k];
+      const list = this.byStream.get(streams[k])!;
+      let i = indexAfter(list, his[k] - 1);
+      if (list[i].hi > his[k]) this.split(list, i, his[k]);
+      for (; i >= 0 && list[i].hi > lo; i--) {
+        if (list[i].lo < lo) this.split(list, i++, lo);
+        const segment = list[i];
+        if (--segment.ref === 0) {
+          this.lruBlocks += segment.hi - segment.lo;
+          this.pushTail(segment, list, i);
+        }
+      }
+    }
+    this.uncachedFree += holding.privateBlocks;
+    holding.privateBlocks = 0;
+    streams.length = 0;
+    los.length = 0;
+    his.length = 0;
   }
 
-  private pushHead(block: number): void {
-    this.prev[block] = NONE;
-    this.next[block] = this.head;
-    if (this.head === NONE) this.tail = block;
-    else this.prev[this.head] = block;
-    this.head = block;
-    this.free++;
+  private cacheRange(holding: KvHolding, stream: number, from: number, to: number): void {
+    let list = this.byStream.get(stream);
+    if (list === undefined) {
+      list = [];
+      this.byStream.set(stream, list);
+    }
+    let i = indexAfter(list, from);
+    let at = from;
+    while (at < to) {
+      const next = i < list.length ? list[i] : undefined;
+      if (next !== undefined && next.lo <= at) {
+        // Cached elsewhere already: this copy stays private.
+        at = next.hi < to ? next.hi : to;
+        i++;
+        continue;
+      }
+      const gapEnd = next !== undefined && next.lo < to ? next.lo : to;
+      const size = gapEnd - at;
+      const before = i > 0 ? list[i - 1] : undefined;
+      if (before !== undefined && before.hi === at && before.ref === 1) {
+        before.hi = gapEnd;
+      } else {
+        list.splice(i, 0, new Segment(stream, at, gapEnd, 1));
+        i++;
+      }
+      this.cached += size;
+      holding.privateBlocks -= size;
+      const last = holding.los.length - 1;
+      if (last >= 0 && holding.streams[last] === stream && holding.his[last] === at) {
+        holding.his[last] = gapEnd;
+      } else {
+        holding.streams.push(stream);
+        holding.los.push(at);
+        holding.his.push(gapEnd);
+      }
+      at = gapEnd;
+    }
   }
+
+  /** Splits list[i] at block `at` into [lo, at) at i and [at, hi) at i + 1; in the LRU list the upper part goes first. */
+  private split(list: Segment[], i: number, at: number): void {
+    const lower = list[i];
+    const upper = new Segment(lower.stream, at, lower.hi, lower.ref);
+    lower.hi = at;
+    list.splice(i + 1, 0, upper);
+    if (lower.ref === 0) {
+      upper.prev = lower.prev;
+      upper.next = lower;
+      if (lower.prev === null) this.head = upper;
+      else lower.prev.next = upper;
+      lower.prev = upper;
+    }
+  }
+
+  /** Appends list[i], just freed, to the LRU tail; merges it into the tail segment when it continues it downward. */
+  private pushTail(segment: Segment, list: Segment[], i: number): void {
+    const tail = this.tail;
+    if (tail !== null && tail.stream === segment.stream && tail.lo === segment.hi) {
+      tail.lo = segment.lo;
+      list.splice(i, 1);
+      return;
+    }
+    segment.prev = tail;
+    segment.next = null;
+    if (tail === null) this.head = segment;
+    else tail.next = segment;
+    this.tail = segment;
+  }
+
+  private unlink(segment: Segment): void {
+    const { prev, next } = segment;
+    if (prev === null) this.head = next;
+    else prev.next = next;
+    if (next === null) this.tail = prev;
+    else next.prev = prev;
+    segment.prev = null;
+    segment.next = null;
+  }
+
+  /** Drops an empty segment from its stream's list. */
+  private remove(segment: Segment): void {
+    const list = this.byStream.get(segment.stream)!;
+    if (list.length === 1) {
+      this.byStream.delete(segment.stream);
+      return;
+    }
+    list.splice(list.indexOf(segment), 1);
+  }
+}
+
+/** The index of the first segment that ends after block `j` (list.length when none does). */
+function indexAfter(list: readonly Segment[], j: number): number {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (list[mid].hi > j) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
 }

@@ -1,5 +1,6 @@
 // What goes into and comes out of the engine model. Times are clock times in
 // milliseconds (virtual in the simulator, scaled real time in the emulator).
+import type { PromptBlocks } from './prompt-blocks.ts';
 
 export type FinishReason = 'length' | 'stop' | 'abort';
 
@@ -23,10 +24,10 @@ export interface EngineRequest {
   /** The engine generates exactly this many tokens. */
   readonly maxTokens: number;
   /**
-   * Chained hashes of the prompt's full blocks (element i identifies blocks
-   * 0..i, see `prefixHashes`); may cover fewer blocks than the prompt has.
+   * The prompt's cacheable blocks (see prompt-blocks.ts); may cover fewer
+   * blocks than the prompt has. None when absent.
    */
-  readonly blockHashes: readonly number[];
+  readonly blocks?: PromptBlocks;
   readonly adapter?: string;
   /** Reported when maxTokens tokens are out: 'stop' for a natural end, 'length' (default) for a cut. */
   readonly finishReason?: 'length' | 'stop';

@@ -11,9 +11,11 @@ import { sha256Hex, type RequestFacts } from '../../core/facts/request-facts.ts'
 import type { PolicyProblem } from '../../core/policy/problems.ts';
 import { formatPath } from '../../core/policy/schemas.ts';
 import type { Pool, Snapshot } from '../../core/policy/snapshot.ts';
-import { chainBlockHashes, prefixSeed, seededRandom } from '../../sdk/index.ts';
+import { prefixSeed, seededRandom } from '../../sdk/index.ts';
+import type { PromptBlocks } from '../engine/prompt-blocks.ts';
 import type { EngineRequest, EngineResult } from '../engine/types.ts';
 import { EventClock } from '../event-clock.ts';
+import { engineBlocks, rawBlockIds } from '../workload/block-runs.ts';
 import { WorkloadError, type Workload } from '../workload/load.ts';
 import { adapterNames, SyntheticSource, type ResolvedTenant } from '../workload/synthetic.ts';
 import { TraceSource } from '../workload/trace.ts';
@@ -112,7 +114,7 @@ class Admitted implements EngineRequest {
   readonly id: string;
   readonly promptTokens: number;
   readonly maxTokens: number;
-  readonly blockHashes: readonly number[];
+  readonly blocks: PromptBlocks;
   readonly adapter?: string;
   /**
    * What the completion needs of the decision, not the decision itself: an
@@ -135,7 +137,7 @@ class Admitted implements EngineRequest {
     this.promptTokens = spec.promptTokens;
     this.maxTokens = spec.outputTokens;
     this.adapter = decision.adapter;
-    this.blockHashes = chainBlockHashes(spec.blocks, prefixSeed(decision.model!, decision.adapter));
+    this.blocks = engineBlocks(spec.blocks, prefixSeed(decision.model!, decision.adapter));
   }
 
   onFirstToken(t: number): void {
@@ -290,7 +292,7 @@ class Simulation {
       apiKeyHash: spec.apiKeyHash,
       stream: true,
     };
-    const options: DecideOptions = { ...DECIDE_OPTIONS_BASE, blockHashes: spec.blocks };
+    const options: DecideOptions = { ...DECIDE_OPTIONS_BASE, blockHashes: rawBlockIds(spec.blocks, router.snapshot.settings.prefixMaxBlocks) };
     const decision = decide(facts, router.snapshot, router.view, router.env, options);
     const groups = this.groupsOf(spec, decision);
     const at = spec.at;

@@ -4,6 +4,7 @@
 // requests. A prompt is described by the ids of its 16-token blocks: shared
 // system-prompt blocks first, then blocks of its own (its conversation's).
 import { mixHashes, seededRandom, type Priority } from '../../sdk/index.ts';
+import { addRun, emptyRuns } from './block-runs.ts';
 import { AZURE_CONVERSATION, gamma, sampler, WeightedChoice, ZipfSampler, type Random, type Sampler } from './distributions.ts';
 import type { AdapterMixSpec, WorkloadSpec } from './load.ts';
 import { BLOCK_TOKENS, type RequestSource, type SessionState, type SimRequestSpec } from './types.ts';
@@ -235,10 +236,10 @@ export class SyntheticSource implements RequestSource {
     session?: SessionState,
   ): SimRequestSpec {
     const full = Math.floor(promptTokens / BLOCK_TOKENS);
-    const blocks = new Array<number>(full);
+    const blocks = emptyRuns();
     const shared = systemBlocks < full ? systemBlocks : full;
-    for (let j = 0; j < shared; j++) blocks[j] = mixHashes(systemBase, j);
-    for (let j = shared; j < full; j++) blocks[j] = mixHashes(blockBase, j);
+    addRun(blocks, systemBase, 0, shared);
+    addRun(blocks, blockBase, shared, full);
     return {
       at,
       model,

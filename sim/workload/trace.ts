@@ -9,6 +9,7 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import { sha256Hex } from '../../core/facts/request-facts.ts';
 import { displayPath } from '../../core/policy/source.ts';
 import { mixHashes, seededRandom } from '../../sdk/index.ts';
+import { addRun, emptyRuns, type BlockRuns } from './block-runs.ts';
 import { WeightedChoice } from './distributions.ts';
 import { WorkloadError, type WorkloadSpec } from './load.ts';
 import type { ResolvedTenant } from './synthetic.ts';
@@ -158,17 +159,17 @@ export class TraceSource implements RequestSource {
     this.reader.close();
   }
 
-  private blocksOf(row: Row): number[] {
+  private blocksOf(row: Row): BlockRuns {
     const full = Math.floor(row.input / BLOCK_TOKENS);
-    const blocks = new Array<number>(full);
+    const blocks = emptyRuns();
     const perId = Math.max(1, Math.floor(this.blockTokens / BLOCK_TOKENS));
     let j = 0;
     for (const id of row.hashIds ?? []) {
-      for (let k = 0; k < perId && j < full; k++) blocks[j++] = mixHashes(id >>> 0, k);
       if (j >= full) break;
+      j = Math.min(j + perId, full);
+      addRun(blocks, id >>> 0, 0, j);
     }
-    const own = mixHashes(this.salt, this.issued);
-    for (; j < full; j++) blocks[j] = mixHashes(own, j);
+    addRun(blocks, mixHashes(this.salt, this.issued), j, full);
     return blocks;
   }
 

@@ -1,6 +1,7 @@
 // What a workload hands the simulator: requests as a client would send
 // them, with their prompt's shape as hashed blocks instead of text.
 import type { Priority } from '../../sdk/index.ts';
+import type { BlockRuns } from './block-runs.ts';
 
 /** Tokens per prompt block: one KV block of the engine, ~64 characters of prompt. */
 export const BLOCK_TOKENS = 16;
@@ -37,8 +38,8 @@ export interface SimRequestSpec {
   /** The client's max_tokens (undefined: the router assumes its default). */
   readonly maxTokens?: number;
   readonly messageCount: number;
-  /** Raw ids of the prompt's full blocks, in order (the router and engine chain them). */
-  readonly blocks: number[];
+  /** The prompt's full blocks as runs of raw block ids (the router and the engine chain them). */
+  readonly blocks: BlockRuns;
   /** A label for grouping results: standard, long-context, trace. */
   readonly klass: string;
   /** 1 for a single request or a conversation's first turn. */

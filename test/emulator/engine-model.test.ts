@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { EngineModel } from '../../sim/engine/engine-model.ts';
 import { PROFILES, getProfile, type EngineProfile } from '../../sim/engine/profiles.ts';
+import { blocksOfHashes } from '../../sim/engine/prompt-blocks.ts';
 import type { EngineRequest, EngineResult } from '../../sim/engine/types.ts';
 import { VirtualClock } from './virtual-clock.ts';
 
@@ -14,11 +15,10 @@ function setup(overrides: Partial<EngineProfile> = {}) {
   const engine = new EngineModel({ ...tiny, ...overrides }, clock);
   const results = new Map<string, EngineResult>();
   const tokenTimes = new Map<string, number[]>();
-  const submit = (request: Omit<EngineRequest, 'blockHashes'> & { blockHashes?: number[] }, everyToken?: () => void) => {
+  const submit = (request: EngineRequest, everyToken?: () => void) => {
     const times: number[] = [];
     tokenTimes.set(request.id, times);
     engine.submit({
-      blockHashes: [],
       ...request,
       onToken(index, t) {
         assert.equal(index, times.length, `token ${index} of ${request.id} out of order`);
@@ -71,7 +71,7 @@ describe('EngineModel step time', () => {
     const clock = new VirtualClock();
     const engine = new EngineModel(getProfile('llama-3.1-8b-h100'), clock);
     let firstToken = NaN;
-    engine.submit({ id: 'x', promptTokens: 65_536, maxTokens: 1, blockHashes: [], onFirstToken: (t) => (firstToken = t) });
+    engine.submit({ id: 'x', promptTokens: 65_536, maxTokens: 1, onFirstToken: (t) => (firstToken = t) });
     clock.run();
     assert.ok(firstToken > 3000 && firstToken < 4000, `64k prefill took ${firstToken} ms`);
   });
@@ -92,7 +92,7 @@ describe('EngineModel on a clock whose timers fire late', () => {
     const times = new Map<string, number[]>();
     const submit = (id: string, maxTokens: number) => {
       times.set(id, []);
-      engine.submit({ id, promptTokens: 100, maxTokens, blockHashes: [], onToken: (_i, t) => times.get(id)!.push(t) });
+      engine.submit({ id, promptTokens: 100, maxTokens, onToken: (_i, t) => times.get(id)!.push(t) });
     };
     submit('a', 40);
     // The arrival itself is on time; only the engine's timers are late.
@@ -112,10 +112,10 @@ describe('EngineModel on a clock whose timers fire late', () => {
 describe('EngineModel prefix cache', () => {
   it('serves a repeated prompt from the cache, recomputing only its last block', () => {
     const { clock, engine, submit, results, tokenTimes } = setup();
-    submit({ id: 'first', promptTokens: 160, maxTokens: 2, blockHashes: hashes(1, 10) });
+    submit({ id: 'first', promptTokens: 160, maxTokens: 2, blocks: blocksOfHashes(hashes(1, 10)) });
     clock.run();
     const start = clock.now();
-    submit({ id: 'again', promptTokens: 160, maxTokens: 2, blockHashes: hashes(1, 10) });
+    submit({ id: 'again', promptTokens: 160, maxTokens: 2, blocks: blocksOfHashes(hashes(1, 10)) });
     clock.run();
     assert.equal(results.get('first')!.cachedTokens, 0);
     // One token must be computed to sample from, so the last full block is not a hit.
@@ -130,16 +130,16 @@ describe('EngineModel prefix cache', () => {
     const { clock, submit, results } = setup();
     // Three 20-block prompts fill 60 of the 64 blocks, then all are freed but stay cached.
     for (const family of [1, 2, 3]) {
-      submit({ id: `p${family}`, promptTokens: 320, maxTokens: 1, blockHashes: hashes(family, 20) });
+      submit({ id: `p${family}`, promptTokens: 320, maxTokens: 1, blocks: blocksOfHashes(hashes(family, 20)) });
       clock.run();
     }
     // A fourth takes the 4 never-used blocks and 16 of the oldest prompt's, from its tail.
-    submit({ id: 'p4', promptTokens: 320, maxTokens: 1, blockHashes: hashes(4, 20) });
+    submit({ id: 'p4', promptTokens: 320, maxTokens: 1, blocks: blocksOfHashes(hashes(4, 20)) });
     clock.run();
-    submit({ id: 'p1-again', promptTokens: 320, maxTokens: 1, blockHashes: hashes(1, 20) });
+    submit({ id: 'p1-again', promptTokens: 320, maxTokens: 1, blocks: blocksOfHashes(hashes(1, 20)) });
     clock.run();
     assert.equal(results.get('p1-again')!.cachedTokens, 4 * 16);
-    submit({ id: 'p3-again', promptTokens: 320, maxTokens: 1, blockHashes: hashes(3, 20) });
+    submit({ id: 'p3-again', promptTokens: 320, maxTokens: 1, blocks: blocksOfHashes(hashes(3, 20)) });
     clock.run();
     assert.equal(results.get('p3-again')!.cachedTokens, 19 * 16);
   });
@@ -218,9 +218,9 @@ describe('EngineModel batching', () => {
 
   it('refuses requests longer than max_model_len and duplicate ids', () => {
     const { engine } = setup();
-    assert.throws(() => engine.submit({ id: 'x', promptTokens: 1000, maxTokens: 100, blockHashes: [] }), /max_model_len/);
-    engine.submit({ id: 'y', promptTokens: 10, maxTokens: 1, blockHashes: [] });
-    assert.throws(() => engine.submit({ id: 'y', promptTokens: 10, maxTokens: 1, blockHashes: [] }), /already/);
+    assert.throws(() => engine.submit({ id: 'x', promptTokens: 1000, maxTokens: 100 }), /max_model_len/);
+    engine.submit({ id: 'y', promptTokens: 10, maxTokens: 1 });
+    assert.throws(() => engine.submit({ id: 'y', promptTokens: 10, maxTokens: 1 }), /already/);
   });
 });
 
@@ -258,7 +258,7 @@ describe('EngineModel LoRA', () => {
     const engine = new EngineModel(tiny, clock, { preloadAdapters: ['alpha'] });
     assert.equal(engine.isAdapterLoaded('alpha'), true);
     let firstToken = NaN;
-    engine.submit({ id: 'a', promptTokens: 32, maxTokens: 3, blockHashes: [], adapter: 'alpha', onFirstToken: (t) => (firstToken = t) });
+    engine.submit({ id: 'a', promptTokens: 32, maxTokens: 3, adapter: 'alpha', onFirstToken: (t) => (firstToken = t) });
     clock.run(1);
     assert.equal(engine.evictAdapter('alpha'), false, 'in use');
     clock.run();
@@ -294,7 +294,7 @@ describe('EngineModel fast-forward', () => {
           promptTokens,
           maxTokens,
           adapter,
-          blockHashes: Array.from({ length: Math.floor(promptTokens / 16) }, (_, b) => family * 1000 + b),
+          blocks: blocksOfHashes(Array.from({ length: Math.floor(promptTokens / 16) }, (_, b) => family * 1000 + b)),
           onFirstToken: (t) => log.push(`${id} first ${t}`),
           onToken: streaming ? (index, t) => log.push(`${id} token ${index} ${t}`) : undefined,
           onFinish: (r, t) => log.push(`${id} ${r.finishReason} ${t} out ${r.outputTokens} cached ${r.cachedTokens} preempted ${r.preempted}`),

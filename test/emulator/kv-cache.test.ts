@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { HashIndex } from '../../sim/engine/hash-index.ts';
-import { KvCache } from '../../sim/engine/kv-cache.ts';
+import { KvCache, type KvHolding } from '../../sim/engine/kv-cache.ts';
+import { blocksOfHashes, type PromptBlocks } from '../../sim/engine/prompt-blocks.ts';
+import { BlockByBlockCache } from './block-kv-cache.ts';
+import { HashIndex } from './hash-index.ts';
 
 describe('HashIndex', () => {
   it('agrees with a Map under any sequence of adds and deletes, collisions included', () => {
@@ -36,120 +38,145 @@ describe('HashIndex', () => {
   });
 });
 
+/** A request's whole life in the cache, as the engine drives it: look up, acquire the hits, allocate the rest, compute. */
+function admit(kv: KvCache, prompt: PromptBlocks, blocks: number): KvHolding {
+  const holding = kv.newHolding();
+  const hits = kv.lookup(prompt, blocks);
+  kv.acquireFound(holding, prompt, hits);
+  kv.allocate(holding, blocks - hits);
+  kv.cache(holding, prompt, hits, blocks);
+  return holding;
+}
+
 describe('KvCache', () => {
-  it('allocates all or nothing and counts usage in referenced blocks', () => {
+  it('counts usage in referenced blocks; a freed prompt stays cached but free', () => {
     const kv = new KvCache(8, 16);
-    const a: number[] = [];
-    assert.equal(kv.allocate(5, a), true);
+    const prompt = blocksOfHashes([1, 2, 3, 4, 5]);
+    const a = admit(kv, prompt, 5);
     assert.equal(kv.usage, 5 / 8);
-    const b: number[] = [];
-    assert.equal(kv.allocate(4, b), false);
-    assert.deepEqual(b, []);
     assert.equal(kv.freeBlocks, 3);
+    assert.equal(a.size, 5);
     kv.release(a);
     assert.equal(kv.usage, 0);
+    assert.equal(kv.cachedBlocks, 5);
   });
 
   it('finds the longest cached prefix and stops at the first miss', () => {
-    const kv = new KvCache(8, 16);
-    const blocks: number[] = [];
-    kv.allocate(3, blocks);
-    kv.cache(blocks[0], 101);
-    kv.cache(blocks[1], 102);
-    kv.cache(blocks[2], 103);
-    assert.equal(kv.lookup([101, 102, 103], 10), 3);
-    assert.equal(kv.lookup([101, 999, 103], 10), 1);
-    assert.equal(kv.lookup([101, 102, 103], 2), 2);
-    assert.equal(kv.lookup([7], 10), 0);
+    const kv = new KvCache(16, 16);
+    admit(kv, blocksOfHashes([101, 102, 103]), 3);
+    assert.equal(kv.lookup(blocksOfHashes([101, 102, 103]), 10), 3);
+    assert.equal(kv.lookup(blocksOfHashes([101, 999, 103]), 10), 1);
+    assert.equal(kv.lookup(blocksOfHashes([101, 102, 103]), 2), 2);
+    assert.equal(kv.lookup(blocksOfHashes([7]), 10), 0);
+    // Runs: the same stream shares blocks up to where the prompts part.
+    const runs = (second: number, end: number): PromptBlocks => ({ streams: [50, second], ends: [4, end] });
+    admit(kv, runs(60, 6), 6);
+    assert.equal(kv.lookup(runs(60, 9), 9), 6);
+    assert.equal(kv.lookup(runs(61, 9), 9), 4);
   });
 
   it('keeps a freed prefix cached until allocation needs its blocks, and a hit takes it back', () => {
     const kv = new KvCache(4, 16);
-    const first: number[] = [];
-    kv.allocate(2, first);
-    kv.cache(first[0], 1);
-    kv.cache(first[1], 2);
-    kv.release(first);
+    const prompt = blocksOfHashes([1, 2]);
+    kv.release(admit(kv, prompt, 2));
     assert.equal(kv.freeBlocks, 4);
     assert.equal(kv.cachedBlocks, 2);
 
     // A hit on unreferenced cached blocks takes them out of the free queue.
-    assert.equal(kv.lookup([1, 2], 2), 2);
-    assert.equal(kv.unreferencedFound(2), 2);
-    const again: number[] = [];
-    kv.acquireFound(2, again);
-    assert.deepEqual(again, first);
+    assert.equal(kv.lookup(prompt, 2), 2);
+    assert.equal(kv.unreferencedFound, 2);
+    const again = kv.newHolding();
+    kv.acquireFound(again, prompt, 2);
     assert.equal(kv.freeBlocks, 2);
     kv.release(again);
 
     // Uncached blocks are reused before cached ones; then the oldest cached go.
-    const fill: number[] = [];
-    kv.allocate(2, fill);
+    const fill = kv.newHolding();
+    kv.allocate(fill, 2);
     assert.equal(kv.cachedBlocks, 2);
-    kv.allocate(1, fill);
+    kv.allocate(fill, 1);
     assert.equal(kv.cachedBlocks, 1);
     // The prompt's tail was evicted before its head.
-    assert.equal(kv.lookup([1, 2], 2), 1);
+    assert.equal(kv.lookup(prompt, 2), 1);
   });
 
-  it('keeps the first copy when two blocks hold the same prefix', () => {
+  it('keeps the first copy when two requests compute the same prefix', () => {
     const kv = new KvCache(4, 16);
-    const a: number[] = [];
-    const b: number[] = [];
-    kv.allocate(1, a);
-    kv.allocate(1, b);
-    kv.cache(a[0], 42);
-    kv.cache(b[0], 42);
+    const prompt = blocksOfHashes([42]);
+    const a = kv.newHolding();
+    const b = kv.newHolding();
+    kv.allocate(a, 1);
+    kv.allocate(b, 1);
+    kv.cache(a, prompt, 0, 1);
+    kv.cache(b, prompt, 0, 1);
+    assert.equal(kv.cachedBlocks, 1);
     kv.release(b);
-    kv.allocate(3, []);
-    assert.equal(kv.lookup([42], 1), 1);
+    kv.allocate(kv.newHolding(), 3);
+    assert.equal(kv.lookup(prompt, 1), 1);
   });
 
-  it('its typed-array methods (the engine\'s) do what the array ones do', () => {
-    // Requests hold blocks, cache some, share prefixes through lookups, and release; two caches, one
-    // driven through number[] and one through Int32Array, must give the same blocks and state.
-    const op = fc.record({
-      prompt: fc.integer({ min: 0, max: 5 }),
-      blocks: fc.integer({ min: 1, max: 6 }),
-      extra: fc.integer({ min: 0, max: 3 }),
-      release: fc.integer({ min: 0, max: 3 }),
+  it('does what the block-by-block model does, under any mix of shared prefixes, chunked prefill, decode and release', () => {
+    // A prompt is a system prompt (one of 3 streams, 0-5 blocks) and a conversation's own
+    // blocks (one of 4 streams, starting where the system prompt ends), or a run per block.
+    const request = fc.record({
+      system: fc.integer({ min: 0, max: 2 }),
+      systemBlocks: fc.integer({ min: 0, max: 5 }),
+      own: fc.integer({ min: 0, max: 3 }),
+      blocks: fc.integer({ min: 1, max: 12 }),
+      perBlock: fc.boolean(),
+      maxHit: fc.integer({ min: 0, max: 12 }),
+      chunk: fc.integer({ min: 1, max: 12 }),
+      decode: fc.integer({ min: 0, max: 4 }),
+      release: fc.array(fc.nat(), { maxLength: 3 }),
     });
     fc.assert(
-      fc.property(fc.array(op, { maxLength: 60 }), (ops) => {
-        const a = new KvCache(16, 16);
-        const b = new KvCache(16, 16);
-        const heldA: number[][] = [];
-        const heldB: { blocks: Int32Array; n: number }[] = [];
-        for (const { prompt, blocks, extra, release } of ops) {
-          const hashes = Array.from({ length: blocks }, (_, i) => prompt * 100 + i);
-          const hits = a.lookup(hashes, blocks);
-          assert.equal(b.lookup(hashes, blocks), hits);
-          assert.equal(b.unreferencedFound(hits), a.unreferencedFound(hits));
-          const need = blocks - hits + extra;
-          if (need + a.unreferencedFound(hits) <= a.freeBlocks) {
-            const listA: number[] = [];
-            a.acquireFound(hits, listA);
-            assert.equal(a.allocate(need, listA), true);
-            const arrayB = new Int32Array(blocks + extra);
-            const n = b.allocateAt(need, arrayB, b.acquireFoundAt(hits, arrayB, 0));
-            assert.deepEqual(Array.from(arrayB.subarray(0, n)), listA);
-            for (let i = hits; i < blocks; i++) {
-              a.cache(listA[i], hashes[i]);
-              b.cache(arrayB[i], hashes[i]);
+      fc.property(fc.array(request, { maxLength: 80 }), fc.integer({ min: 4, max: 40 }), (requests, numBlocks) => {
+        const runs = new KvCache(numBlocks, 16);
+        const blocks = new BlockByBlockCache(numBlocks, 16);
+        const held: { prompt: PromptBlocks; total: number; run: KvHolding; block: { blocks: number[] } }[] = [];
+        for (const r of requests) {
+          const system = Math.min(r.systemBlocks, r.blocks);
+          const prompt: PromptBlocks = r.perBlock
+            ? blocksOfHashes(Array.from({ length: r.blocks }, (_, j) => (j < system ? 1000 * (r.system + 1) + j : 100 * (r.own + 1) + j)))
+            : {
+                streams: system === 0 ? [10 + r.own] : system === r.blocks ? [r.system] : [r.system, 10 + 4 * r.system + r.own],
+                ends: system === 0 || system === r.blocks ? [r.blocks] : [system, r.blocks],
+              };
+          const max = Math.min(r.maxHit, r.blocks);
+          const hits = runs.lookup(prompt, max);
+          assert.equal(blocks.lookup(prompt, max), hits, 'lookup');
+          assert.equal(runs.unreferencedFound, blocks.unreferencedFound, 'unreferenced');
+          if (r.blocks - hits + runs.unreferencedFound <= runs.freeBlocks) {
+            const entry = { prompt, total: r.blocks, run: runs.newHolding(), block: blocks.newHolding() };
+            runs.acquireFound(entry.run, prompt, hits);
+            blocks.acquireFound(entry.block, prompt, hits);
+            runs.allocate(entry.run, r.blocks - hits);
+            blocks.allocate(entry.block, r.blocks - hits);
+            // Chunked prefill: the prompt's blocks are cached a chunk at a time.
+            for (let from = hits; from < r.blocks; from += r.chunk) {
+              const to = Math.min(r.blocks, from + r.chunk);
+              runs.cache(entry.run, prompt, from, to);
+              blocks.cache(entry.block, prompt, from, to);
             }
-            heldA.push(listA);
-            heldB.push({ blocks: arrayB, n });
+            const decode = Math.min(r.decode, runs.freeBlocks);
+            runs.allocate(entry.run, decode);
+            blocks.allocate(entry.block, decode);
+            assert.equal(entry.run.size, entry.block.blocks.length, 'blocks held');
+            held.push(entry);
           }
-          for (let r = 0; r < release && heldA.length > 0; r++) {
-            const i = (prompt + r) % heldA.length;
-            a.release(heldA.splice(i, 1)[0]);
-            const { blocks: array, n } = heldB.splice(i, 1)[0];
-            b.releaseAt(array, n);
+          for (const pick of r.release) {
+            if (held.length === 0) break;
+            const [entry] = held.splice(pick % held.length, 1);
+            runs.release(entry.run);
+            blocks.release(entry.block);
           }
-          assert.equal(b.freeBlocks, a.freeBlocks);
-          assert.equal(b.cachedBlocks, a.cachedBlocks);
+          assert.equal(runs.freeBlocks, blocks.freeBlocks, 'free blocks');
+          assert.equal(runs.cachedBlocks, blocks.cachedBlocks, 'cached blocks');
         }
+        // Every prompt seen finds what the block model finds, after all that.
+        for (const { prompt, total } of held) assert.equal(runs.lookup(prompt, total), blocks.lookup(prompt, total));
       }),
+      { numRuns: 500 },
     );
   });
 });

@@ -106,7 +106,7 @@ test("a saturated replica is deprioritized, not excluded", async () => {
   const t = await startTestRouter(files(tinyPool({ replicas: 2, strategies: '[random]', extra: '    saturation: { kv_usage: 0.3, queue_depth: 100 }\n' })), { speed: 1 });
   const fill = async (id: string) => {
     const emulator = (await t.router.embedded.emulator(id))!;
-    emulator.engine.submit({ id: `fill-${id}`, promptTokens: 600, maxTokens: 300, blockHashes: [] });
+    emulator.engine.submit({ id: `fill-${id}`, promptTokens: 600, maxTokens: 300 });
     await until(() => (t.router.fleet.replica(id)?.kvUsage ?? 0) >= 0.3, 3000, `${id} to look saturated`);
     return () => emulator.engine.cancel(`fill-${id}`);
   };

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { seededRandom } from '../../sdk/index.ts';
+import { engineBlocks, rawBlockIds } from '../../sim/workload/block-runs.ts';
 import { AZURE_CONVERSATION, sampler, ZipfSampler } from '../../sim/workload/distributions.ts';
 import { parseWorkload, WorkloadError, type WorkloadSpec } from '../../sim/workload/load.ts';
 import { SyntheticSource } from '../../sim/workload/synthetic.ts';
@@ -91,14 +92,21 @@ describe('synthetic traffic', () => {
 
   it('shared system prompts: prompts of the same one share their leading blocks, Zipf-popular', () => {
     const requests = drain(new SyntheticSource(base({ requests: 4000, system_prompts: { count: 10, zipf: 1, tokens: 320 } }), 1, []));
+    const ids = requests.map((r) => rawBlockIds(r.blocks));
     const heads = new Map<number, number>();
-    for (const r of requests) heads.set(r.blocks[0], (heads.get(r.blocks[0]) ?? 0) + 1);
+    for (const blocks of ids) heads.set(blocks[0], (heads.get(blocks[0]) ?? 0) + 1);
     assert.equal(heads.size, 10);
     const top = Math.max(...heads.values()) / requests.length;
     assert.ok(Math.abs(top - new ZipfSampler(10, 1).share(0)) < 0.03, `top share ${top}`);
-    const a = requests.find((r) => r.blocks[0] === requests[0].blocks[0] && r !== requests[0])!;
-    assert.deepEqual(a.blocks.slice(0, 20), requests[0].blocks.slice(0, 20));
-    assert.notEqual(a.blocks[20], requests[0].blocks[20]);
+    const a = ids.find((blocks, i) => blocks[0] === ids[0][0] && i !== 0)!;
+    assert.deepEqual(a.slice(0, 20), ids[0].slice(0, 20));
+    assert.notEqual(a[20], ids[0][20]);
+    // The engine sees the same sharing: the same streams for the system prompt, then different ones.
+    const engineA = engineBlocks(requests[ids.indexOf(a)].blocks, 'm');
+    const engine0 = engineBlocks(requests[0].blocks, 'm');
+    assert.equal(engineA.streams[0], engine0.streams[0]);
+    assert.equal(engineA.ends[0], 20);
+    assert.notEqual(engineA.streams[1], engine0.streams[1]);
   });
 
   it('a conversation turn extends the previous prompt and answer', () => {
@@ -110,7 +118,7 @@ describe('synthetic traffic', () => {
     assert.equal(second.turn, 2);
     assert.equal(second.at, 7_000);
     assert.ok(second.promptTokens > first.promptTokens + first.outputTokens);
-    assert.deepEqual(second.blocks.slice(0, first.blocks.length), first.blocks);
+    assert.deepEqual(rawBlockIds(second.blocks).slice(0, rawBlockIds(first.blocks).length), rawBlockIds(first.blocks));
     const third = source.followUp(second, 10_000)!;
     assert.equal(third.turn, 3);
     assert.equal(source.followUp(third, 20_000), undefined, 'three turns, then the conversation ends');
@@ -122,7 +130,7 @@ describe('synthetic traffic', () => {
     );
     const long = requests.filter((r) => r.klass === 'long-context');
     assert.ok(Math.abs(long.length / requests.length - 0.02) < 0.006, `${long.length} long`);
-    assert.ok(long.every((r) => r.promptTokens === 65_536 && r.blocks.length === 4096));
+    assert.ok(long.every((r) => r.promptTokens === 65_536 && rawBlockIds(r.blocks).length === 4096));
     const withAdapter = requests.filter((r) => r.model.startsWith('adapter-'));
     assert.ok(Math.abs(withAdapter.length / (requests.length - long.length) - 0.5) < 0.03);
     assert.equal(new Set(withAdapter.map((r) => r.model)).size, 4);
@@ -139,9 +147,9 @@ describe('trace replay', () => {
     const rows = drain(new TraceSource(spec, path, 1, []));
     assert.deepEqual(rows.map((r) => r.at), [0, 500, 1500]);
     assert.deepEqual(rows.map((r) => r.promptTokens), [1024, 1100, 600]);
-    assert.equal(rows[0].blocks.length, 64);
-    assert.deepEqual(rows[1].blocks.slice(0, 64), rows[0].blocks, 'hash ids 7 8 are the same 1024 tokens');
-    assert.notEqual(rows[2].blocks[0], rows[0].blocks[0]);
+    assert.equal(rawBlockIds(rows[0].blocks).length, 64);
+    assert.deepEqual(rawBlockIds(rows[1].blocks).slice(0, 64), rawBlockIds(rows[0].blocks), 'hash ids 7 8 are the same 1024 tokens');
+    assert.notEqual(rawBlockIds(rows[2].blocks)[0], rawBlockIds(rows[0].blocks)[0]);
   });
 
   it('reads Mooncake JSONL', () => {
@@ -149,7 +157,7 @@ describe('trace replay', () => {
     writeFileSync(path, '{"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [1, 2]}\n{"timestamp": 27, "input_length": 512, "output_length": 4, "hash_ids": [1]}\n');
     const rows = drain(new TraceSource({ kind: 'workload', trace: { file: path } } as WorkloadSpec, path, 1, []));
     assert.equal(rows.length, 2);
-    assert.deepEqual(rows[1].blocks, rows[0].blocks.slice(0, 32));
+    assert.deepEqual(rawBlockIds(rows[1].blocks), rawBlockIds(rows[0].blocks).slice(0, 32));
   });
 
   it('a bad row is an error with its line', () => {

@@ -1,0 +1,28 @@
+// A prompt's cacheable blocks as the engine model sees them: runs of blocks,
+// each run from one "stream". Block j of run r is identified by the pair
+// (streams[r], j), so two prompts share block j exactly when they have the
+// same stream there; a stream must therefore identify everything before it
+// (as chained block hashes do). A synthetic prompt is a few runs (a shared
+// system prompt, then a conversation's own blocks), which lets the KV cache
+// work on ranges of blocks instead of one block at a time; a prompt hashed
+// block by block (the emulator, a trace) is a run per block.
+
+export interface PromptBlocks {
+  /** Each run's stream: a 32-bit key that identifies the run and everything before it. */
+  readonly streams: ArrayLike<number>;
+  /** Each run's end, exclusive and increasing: run r covers blocks [ends[r-1] (0 for the first), ends[r]). */
+  readonly ends: ArrayLike<number>;
+}
+
+/** A prompt with no cacheable blocks. */
+export const NO_BLOCKS: PromptBlocks = { streams: [], ends: [] };
+
+/** Per-block chained hashes (`prefixHashes`), one run each. */
+export function blocksOfHashes(hashes: readonly number[]): PromptBlocks {
+  return { streams: hashes, ends: Array.from({ length: hashes.length }, (_, i) => i + 1) };
+}
+
+/** The number of blocks a prompt's runs cover. */
+export function blockCount(prompt: PromptBlocks): number {
+  return prompt.ends.length === 0 ? 0 : prompt.ends[prompt.ends.length - 1];
+}
