@@ -45,8 +45,11 @@ export interface Decision {
 export interface DecideOptions extends ChainHooks {
   /** Replicas that already failed this request (a retry picks among the rest). */
   readonly excludeReplicas?: ReadonlySet<string>;
-  /** Pre-hashed prompt blocks (trace replay, simulator) instead of hashing the prompt text. */
-  readonly blockHashes?: readonly number[];
+  /**
+   * Pre-hashed prompt blocks (trace replay, simulator) instead of hashing the
+   * prompt text; a function is called only if a strategy asks for prefixes.
+   */
+  readonly blockHashes?: readonly number[] | (() => readonly number[]);
   /** A retry of an admitted request: its quota was taken already. */
   readonly quotaTaken?: boolean;
 }
@@ -197,7 +200,7 @@ function routedRequest(
   tenant: string,
   priority: Priority,
   maxTokens: number,
-  blockHashes: readonly number[] | undefined,
+  blockHashes: DecideOptions['blockHashes'],
 ): RoutedRequest {
   const seed = prefixSeed(chosen.model, chosen.adapter);
   const { prefixBlockChars, prefixMaxBlocks } = snapshot.settings;
@@ -216,7 +219,7 @@ function routedRequest(
     // Hashing a long prompt costs: only when a strategy asks.
     get prefixHashes() {
       hashes ??= blockHashes
-        ? chainBlockHashes(blockHashes.slice(0, prefixMaxBlocks), seed)
+        ? chainBlockHashes((typeof blockHashes === 'function' ? blockHashes() : blockHashes).slice(0, prefixMaxBlocks), seed)
         : prefixHashes(facts.promptText, seed, prefixBlockChars, prefixMaxBlocks);
       return hashes;
     },

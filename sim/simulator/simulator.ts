@@ -292,7 +292,7 @@ class Simulation {
       apiKeyHash: spec.apiKeyHash,
       stream: true,
     };
-    const options: DecideOptions = { ...DECIDE_OPTIONS_BASE, blockHashes: rawBlockIds(spec.blocks, router.snapshot.settings.prefixMaxBlocks) };
+    const options: DecideOptions = { ...DECIDE_OPTIONS_BASE, blockHashes: () => rawBlockIds(spec.blocks, router.snapshot.settings.prefixMaxBlocks) };
     const decision = decide(facts, router.snapshot, router.view, router.env, options);
     const groups = this.groupsOf(spec, decision);
     const at = spec.at;
