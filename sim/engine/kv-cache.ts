@@ -35,19 +35,37 @@ class Segment {
   }
 }
 
-/** The blocks one request holds: references on cached ranges, in prompt order, plus private blocks. */
+/**
+ * The blocks one request holds: references on cached ranges, in prompt
+ * order, plus private blocks. Reused from request to request: the arrays
+ * keep their storage and `ranges` says how much of them is in use.
+ */
 export class KvHolding {
-  /** Stream, first and end block of each cached range held. */
-  streams: number[] = [];
-  los: number[] = [];
-  his: number[] = [];
+  /** Stream, first and end block of each cached range held: the first `ranges` entries. */
+  readonly streams: number[] = [];
+  readonly los: number[] = [];
+  readonly his: number[] = [];
+  ranges = 0;
   /** Blocks holding nothing cached: output, a prompt tail not yet cached, copies of prefixes cached elsewhere. */
   privateBlocks = 0;
 
   get size(): number {
     let n = this.privateBlocks;
-    for (let i = 0; i < this.los.length; i++) n += this.his[i] - this.los[i];
+    for (let i = 0; i < this.ranges; i++) n += this.his[i] - this.los[i];
     return n;
+  }
+
+  add(stream: number, lo: number, hi: number): void {
+    const i = this.ranges++;
+    if (i === this.los.length) {
+      this.streams.push(stream);
+      this.los.push(lo);
+      this.his.push(hi);
+    } else {
+      this.streams[i] = stream;
+      this.los[i] = lo;
+      this.his[i] = hi;
+    }
   }
 }
 
@@ -146,9 +164,7 @@ export class KvCache {
           this.lruBlocks -= segment.hi - segment.lo;
         }
       }
-      holding.streams.push(stream);
-      holding.los.push(start);
-      holding.his.push(end);
+      holding.add(stream, start, end);
       start = end;
     }
   }
@@ -197,7 +213,7 @@ export class KvCache {
   /** Drops the holding's references: freed cached ranges go to the LRU tail (last blocks first), private blocks to the head. */
   release(holding: KvHolding): void {
     const { streams, los, his } = holding;
-    for (let k = los.length - 1; k >= 0; k--) {
+    for (let k = holding.ranges - 1; k >= 0; k--) {
       const lo = los[k];
       const list = this.byStream.get(streams[k])!;
       let i = indexAfter(list, his[k] - 1);
@@ -213,9 +229,7 @@ export class KvCache {
     }
     this.uncachedFree += holding.privateBlocks;
     holding.privateBlocks = 0;
-    streams.length = 0;
-    los.length = 0;
-    his.length = 0;
+    holding.ranges = 0;
   }
 
   private cacheRange(holding: KvHolding, stream: number, from: number, to: number): void {
@@ -245,14 +259,9 @@ export class KvCache {
       }
       this.cached += size;
       holding.privateBlocks -= size;
-      const last = holding.los.length - 1;
-      if (last >= 0 && holding.streams[last] === stream && holding.his[last] === at) {
-        holding.his[last] = gapEnd;
-      } else {
-        holding.streams.push(stream);
-        holding.los.push(at);
-        holding.his.push(gapEnd);
-      }
+      const last = holding.ranges - 1;
+      if (last >= 0 && holding.streams[last] === stream && holding.his[last] === at) holding.his[last] = gapEnd;
+      else holding.add(stream, at, gapEnd);
       at = gapEnd;
     }
   }
