@@ -292,7 +292,7 @@ class Simulation {
       apiKeyHash: spec.apiKeyHash,
       stream: true,
     };
-    const options: DecideOptions = { ...DECIDE_OPTIONS_BASE, blockHashes: () => rawBlockIds(spec.blocks, router.snapshot.settings.prefixMaxBlocks) };
+    const options: DecideOptions = { ...DECIDE_OPTIONS_BASE, blockHashes: lazyBlockIds(spec, router.snapshot.settings.prefixMaxBlocks) };
     const decision = decide(facts, router.snapshot, router.view, router.env, options);
     const groups = this.groupsOf(spec, decision);
     const at = spec.at;
@@ -439,6 +439,15 @@ class Simulation {
       files: this.files,
     };
   }
+}
+
+/**
+ * The request's raw block ids, expanded only if a strategy asks for prefixes.
+ * (Returned, not assigned, so that the closure carries no name: tsx's
+ * keepNames would name every such closure per request.)
+ */
+function lazyBlockIds(spec: SimRequestSpec, limit: number): () => number[] {
+  return () => rawBlockIds(spec.blocks, limit);
 }
 
 function trimZeros(list: number[]): number[] {
