@@ -19,6 +19,9 @@ const DONE = 2;
 
 class Sequence {
   readonly request: EngineRequest;
+  // Copied from the request so that the per-step loops touch one object a sequence.
+  readonly maxTokens: number;
+  readonly wantsTokens: boolean;
   readonly prompt: PromptBlocks;
   readonly arrivedAt: number;
   /** Prompt blocks that may be cached: those the prompt describes, at most its full blocks. */
@@ -43,6 +46,8 @@ class Sequence {
 
   constructor(request: EngineRequest, arrivedAt: number, blockSize: number, holding: KvHolding) {
     this.request = request;
+    this.maxTokens = request.maxTokens;
+    this.wantsTokens = request.onToken !== undefined;
     this.prompt = request.blocks ?? NO_BLOCKS;
     this.arrivedAt = arrivedAt;
     this.numTokens = request.promptTokens;
@@ -89,8 +94,11 @@ export class EngineModel {
   private readonly holdings: KvHolding[] = [];
   private running: Sequence[] = [];
   // FIFO with a moving head; preempted requests go back in front of it.
-  private waiting: (Sequence | undefined)[] = [];
+  // Entries [waitingHead, waitingEnd) are the queue; the array never shrinks
+  // (setting an array's length is a slow path, and frees storage the next push needs again).
+  private readonly waiting: (Sequence | undefined)[] = [];
   private waitingHead = 0;
+  private waitingEnd = 0;
   private waitingLive = 0;
   private readonly work: StepWork = { prefillTokens: 0, decodeTokens: 0, attentionPairs: 0, distinctAdapters: 0, adapterLoads: 0 };
 
@@ -163,7 +171,9 @@ export class EngineModel {
     if (this.windowSteps > 0) this.cutWindow();
     const seq = new Sequence(request, this.clock.now(), this.profile.blockSize, this.holdings.pop() ?? this.kv.newHolding());
     this.byId.set(id, seq);
-    this.waiting.push(seq);
+    if (this.waitingEnd === this.waiting.length) this.waiting.push(seq);
+    else this.waiting[this.waitingEnd] = seq;
+    this.waitingEnd++;
     this.waitingLive++;
     if (!this.busy) {
       // A zero delay lets requests submitted at the same moment start in one step.
@@ -220,7 +230,7 @@ export class EngineModel {
   snapshot(): EngineMetrics {
     if (this.windowSteps > 0) this.syncWindow();
     const waitingAdapters = new Set<string>();
-    for (let i = this.waitingHead; i < this.waiting.length; i++) {
+    for (let i = this.waitingHead; i < this.waitingEnd; i++) {
       const seq = this.waiting[i];
       if (seq && seq.state === WAITING && seq.request.adapter !== undefined) waitingAdapters.add(seq.request.adapter);
     }
@@ -296,8 +306,8 @@ export class EngineModel {
     let steps = Infinity;
     for (let i = 0; i < count; i++) {
       const seq = running[i];
-      if (seq.scheduled !== 1 || seq.outputTokens === 0 || seq.request.onToken !== undefined) return false;
-      const left = seq.request.maxTokens - seq.outputTokens;
+      if (seq.scheduled !== 1 || seq.outputTokens === 0 || seq.wantsTokens) return false;
+      const left = seq.maxTokens - seq.outputTokens;
       if (left < steps) steps = left;
     }
     // Step `steps - 1` is the first in which a request finishes: the window ends with it.
@@ -456,7 +466,7 @@ export class EngineModel {
     const kv = this.kv;
     const running = this.running;
     let i = this.waitingHead;
-    while (budget > 0 && running.length < profile.maxNumSeqs && i < this.waiting.length) {
+    while (budget > 0 && running.length < profile.maxNumSeqs && i < this.waitingEnd) {
       const seq = this.waiting[i]!;
       if (seq.state !== WAITING) {
         i = this.removeWaiting(i);
@@ -536,7 +546,7 @@ export class EngineModel {
       }
       running[kept++] = seq;
     }
-    running.length = kept;
+    if (kept !== running.length) running.length = kept;
     if (this.runningDirty) {
       // A callback cancelled a request this loop had already kept.
       this.running = running.filter((seq) => seq.state === RUNNING);
@@ -556,8 +566,8 @@ export class EngineModel {
       request.onFirstToken?.(t);
       if (seq.state !== RUNNING) return; // cancelled by the callback
     }
-    request.onToken?.(index, t);
-    if (seq.outputTokens === request.maxTokens && seq.state === RUNNING) {
+    if (seq.wantsTokens) request.onToken!(index, t);
+    if (seq.outputTokens === seq.maxTokens && seq.state === RUNNING) {
       this.release(seq);
       this.finish(seq, request.finishReason ?? 'length', t);
     }
@@ -573,8 +583,14 @@ export class EngineModel {
     seq.state = WAITING;
     seq.preempted++;
     this.preemptionCount++;
-    if (this.waitingHead > 0) this.waiting[--this.waitingHead] = seq;
-    else this.waiting.unshift(seq);
+    if (this.waitingHead > 0) {
+      this.waiting[--this.waitingHead] = seq;
+    } else {
+      if (this.waitingEnd === this.waiting.length) this.waiting.push(undefined);
+      this.waiting.copyWithin(1, 0, this.waitingEnd);
+      this.waiting[0] = seq;
+      this.waitingEnd++;
+    }
     this.waitingLive++;
   }
 
@@ -586,18 +602,23 @@ export class EngineModel {
 
   /** Takes entry i out of the waiting queue; returns the index of the entry that followed it. */
   private removeWaiting(i: number): number {
+    const waiting = this.waiting;
     if (i !== this.waitingHead) {
-      this.waiting.splice(i, 1);
+      waiting.copyWithin(i, i + 1, this.waitingEnd);
+      waiting[--this.waitingEnd] = undefined;
       return i;
     }
-    this.waiting[i] = undefined;
+    waiting[i] = undefined;
     this.waitingHead++;
-    if (this.waitingHead === this.waiting.length) {
-      this.waiting.length = 0;
+    if (this.waitingHead === this.waitingEnd) {
       this.waitingHead = 0;
-    } else if (this.waitingHead > 1024 && this.waitingHead * 2 > this.waiting.length) {
-      this.waiting = this.waiting.slice(this.waitingHead);
+      this.waitingEnd = 0;
+    } else if (this.waitingHead > 1024 && this.waitingHead * 2 > this.waitingEnd) {
+      const live = this.waitingEnd - this.waitingHead;
+      waiting.copyWithin(0, this.waitingHead, this.waitingEnd);
+      waiting.fill(undefined, live, this.waitingEnd);
       this.waitingHead = 0;
+      this.waitingEnd = live;
     }
     return this.waitingHead;
   }
