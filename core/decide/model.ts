@@ -23,6 +23,11 @@ export interface ColdModel {
 const notFound = (name: string) =>
   rejection('model_not_found', `The model \`${name}\` does not exist or you do not have access to it.`, { param: 'model' });
 
+// Module-level rather than a closure in chooseModel: tsx (esbuild keepNames) would name a new closure every request.
+function mayUse(tenant: Tenant, model: string): boolean {
+  return !tenant.allowedModels || tenant.allowedModels.has(model);
+}
+
 export function chooseModel(
   facts: RequestFacts,
   ruleFacts: Facts,
@@ -31,7 +36,6 @@ export function chooseModel(
   env: DecideEnv,
 ): ModelChoice | ColdModel | { rejected: Rejection; trace: StepTrace } {
   const requested = facts.requestedModel;
-  const allowed = (id: string) => !tenant.allowedModels || tenant.allowedModels.has(id);
   let modelId: string;
   let adapter: string | undefined;
   let decidedBy: string;
@@ -45,7 +49,7 @@ export function chooseModel(
     reason = `alias "${alias.name}" → ${modelId}`;
   } else if (alias?.cascade) {
     const cascade = alias.cascade;
-    const match = firstMatch(cascade.rules, ruleFacts, (target) => (allowed(target) ? null : `tenant ${tenant.id} may not use ${target}`));
+    const match = firstMatch(cascade.rules, ruleFacts, (target) => (mayUse(tenant, target) ? null : `tenant ${tenant.id} may not use ${target}`));
     alternatives = match.skipped.map((s) => ({ name: s.rule, note: s.why }));
     if (match.rule) {
       modelId = match.rule.target;
@@ -75,7 +79,7 @@ export function chooseModel(
     return { rejected: notFound(requested), trace: { decidedBy: 'model lookup', reason: `no model, alias or adapter named "${requested}"` } };
   }
 
-  if (!allowed(modelId)) {
+  if (!mayUse(tenant, modelId)) {
     return {
       rejected: rejection('model_not_allowed', `Tenant "${tenant.id}" may not use the model \`${modelId}\`.`, { param: 'model' }),
       trace: { decidedBy: 'tenant restrictions', reason: `${modelId} is not in the allowed models of ${tenant.id}`, alternatives },

@@ -13,19 +13,18 @@ export function choosePool(
   snapshot: Snapshot,
 ): { pool: Pool; trace: StepTrace } | { rejected: Rejection; trace: StepTrace } {
   const pools = snapshot.poolsByVersion.get(versionKey(model, version)) ?? [];
-  const byName = (name: string) => pools.find((p) => p.name === name);
-  const match = firstMatch(snapshot.poolRules.rules, ruleFacts, (name) => (byName(name) ? null : `${model}@${version} has no ${name} pool`));
+  const match = firstMatch(snapshot.poolRules.rules, ruleFacts, (name) => (poolNamed(pools, name) ? null : `${model}@${version} has no ${name} pool`));
   const alternatives = match.skipped.map((s) => ({ name: s.rule, note: s.why }));
 
   let pool: Pool;
   let decidedBy: string;
   let reason: string;
   if (match.rule) {
-    pool = byName(match.rule.target)!;
+    pool = poolNamed(pools, match.rule.target)!;
     decidedBy = `pool rule "${match.rule.name}"`;
     reason = `rule "${match.rule.name}" → ${pool.name}`;
   } else {
-    const fallback = byName(snapshot.poolRules.defaultPool);
+    const fallback = poolNamed(pools, snapshot.poolRules.defaultPool);
     pool = fallback ?? pools[0];
     decidedBy = fallback ? 'default pool' : 'only pool of version';
     reason = fallback ? `no pool rule matched → ${pool.name}` : `no rule's pool serves ${model}@${version} → ${pool.name}`;
@@ -53,4 +52,10 @@ export function choosePool(
     pool = roomier;
   }
   return { pool, trace: { decidedBy, reason, alternatives: alternatives.length ? alternatives : undefined } };
+}
+
+// Module-level rather than a closure in choosePool: tsx (esbuild keepNames) would name a new closure every request.
+function poolNamed(pools: readonly Pool[], name: string): Pool | undefined {
+  for (const pool of pools) if (pool.name === name) return pool;
+  return undefined;
 }
