@@ -5,7 +5,12 @@ import { decisionJson, type Decision } from '../decide/decide.ts';
 export interface LoggedDecision {
   /** Epoch ms; formatted only when read. */
   readonly at: number;
-  readonly decision: Decision;
+  /**
+   * The decision as /admin/decisions shows it. Not the Decision itself: that
+   * holds the routed request and, through it, the prompt, which a thousand
+   * entries would keep alive long enough to be copied by every scavenge.
+   */
+  readonly decision: Record<string, unknown>;
   /** Set when the request was retried, failed upstream, or ended. */
   outcome?: string;
 }
@@ -19,7 +24,7 @@ export class DecisionLog {
   }
 
   add(decision: Decision, now = Date.now()): LoggedDecision {
-    const entry: LoggedDecision = { at: now, decision };
+    const entry: LoggedDecision = { at: now, decision: decisionJson(decision) };
     this.ring[this.next] = entry;
     this.next = (this.next + 1) % this.capacity;
     return entry;
@@ -30,7 +35,7 @@ export class DecisionLog {
     for (let i = 1; i <= Math.min(limit, this.capacity); i++) {
       const entry = this.ring[(this.next - i + this.capacity) % this.capacity];
       if (!entry) break;
-      out.push({ at: new Date(entry.at).toISOString(), ...(entry.outcome ? { outcome: entry.outcome } : {}), ...decisionJson(entry.decision) });
+      out.push({ at: new Date(entry.at).toISOString(), ...(entry.outcome ? { outcome: entry.outcome } : {}), ...entry.decision });
     }
     return out;
   }
