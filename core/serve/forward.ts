@@ -32,8 +32,12 @@ export interface AttemptInput {
   readonly decision: Decision;
   readonly stream: boolean;
   readonly res: ServerResponse;
-  /** Headers every successful response carries (x-request-id, x-switchyard-*). */
-  readonly responseHeaders: Record<string, string>;
+  /**
+   * Headers every successful response carries (x-request-id, x-switchyard-*),
+   * as a flat [name, value, ...] list of lower-case names. One the engine
+   * sent too takes the engine's place in the order, with our value.
+   */
+  readonly responseHeaders: readonly string[];
 }
 
 /**
@@ -42,32 +46,7 @@ export interface AttemptInput {
  * arrived, so a retryable failure leaves it untouched.
  */
 export function attempt(input: AttemptInput): Promise<AttemptResult> {
-  const { res } = input;
   return new Promise<AttemptResult>((resolve) => {
-    const started = performance.now();
-    let controller: Dispatcher.DispatchController | undefined;
-    let committed = false;
-    let settled = false;
-    let ttfbMs = 0;
-    let clientGone = false;
-
-    const settle = (result: AttemptResult) => {
-      if (settled) return;
-      settled = true;
-      res.off('close', onClientClose);
-      res.off('drain', onDrain);
-      resolve(result);
-    };
-    // The client went away: abort upstream so the engine frees the KV it holds.
-    const onClientClose = () => {
-      if (res.writableFinished) return;
-      clientGone = true;
-      controller?.abort(new Error('client disconnected'));
-      settle({ kind: 'aborted' });
-    };
-    const onDrain = () => controller?.resume();
-    res.on('close', onClientClose);
-
     input.dispatcher.dispatch(
       {
         path: input.path,
@@ -75,61 +54,131 @@ export function attempt(input: AttemptInput): Promise<AttemptResult> {
         headers: { 'content-type': 'application/json', accept: input.stream ? 'text/event-stream' : 'application/json', 'x-request-id': input.requestId },
         body: input.body,
       },
-      {
-        onRequestStart(c) {
-          controller = c;
-          if (clientGone) c.abort(new Error('client disconnected'));
-        },
-        onResponseStart(c, statusCode, headers) {
-          ttfbMs = performance.now() - started;
-          if (statusCode >= 500) {
-            c.abort(new Error(`engine answered ${statusCode}`));
-            settle({ kind: 'retryable', cause: 'status_5xx', detail: `engine answered ${statusCode}`, status: statusCode });
-            return;
-          }
-          committed = true;
-          res.writeHead(statusCode, { ...passThrough(headers), ...input.responseHeaders });
-        },
-        onResponseData(c, chunk) {
-          if (!res.write(chunk)) {
-            c.pause();
-            res.once('drain', onDrain);
-          }
-        },
-        onResponseEnd() {
-          res.end();
-          settle({ kind: 'done', status: res.statusCode, ttfbMs });
-        },
-        onResponseError(_c, error) {
-          if (settled) return;
-          if (clientGone) return settle({ kind: 'aborted' });
-          if (!committed) {
-            const code = (error as { code?: string }).code ?? '';
-            if (CONNECT_ERRORS.has(code)) return settle({ kind: 'retryable', cause: 'connect', detail: `${code}: ${error.message}` });
-            const timeout = code === 'UND_ERR_HEADERS_TIMEOUT';
-            return settle({
-              kind: 'failed',
-              rejection: rejection(timeout ? 'upstream_timeout' : 'upstream_error', timeout ? `Replica ${input.decision.replica} sent no response headers in time.` : `Replica ${input.decision.replica} failed: ${error.message}`),
-            });
-          }
-          // Mid-stream: the first byte is out, so no retry. End cleanly for the client.
-          if (input.stream) {
-            res.end(sseErrorEvent(rejection('upstream_error', `The replica serving this stream failed mid-way: ${error.message}`)));
-          } else {
-            res.destroy(error);
-          }
-          settle({ kind: 'broken', detail: error.message, ttfbMs });
-        },
-      },
+      new Attempt(input, resolve),
     );
   });
 }
 
-function passThrough(headers: IncomingHttpHeaders): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
-  for (const name in headers) {
-    const value = headers[name];
-    if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
+/**
+ * The dispatch handler of one attempt. A class, not closures: this runs for
+ * every request, and a handler object of closures costs an allocation each
+ * (plus a name-defining call each under tsx).
+ */
+class Attempt implements Dispatcher.DispatchHandler {
+  private readonly started = performance.now();
+  private controller: Dispatcher.DispatchController | undefined;
+  private committed = false;
+  private settled = false;
+  private ttfbMs = 0;
+  private clientGone = false;
+  /** Bound once: the same function must go to res.on and res.off. */
+  private readonly onClientClose = this.clientClosed.bind(this);
+  private onDrain: (() => void) | undefined;
+
+  constructor(
+    private readonly input: AttemptInput,
+    private readonly resolve: (result: AttemptResult) => void,
+  ) {
+    input.res.on('close', this.onClientClose);
   }
+
+  private settle(result: AttemptResult): void {
+    if (this.settled) return;
+    this.settled = true;
+    const { res } = this.input;
+    res.off('close', this.onClientClose);
+    if (this.onDrain) res.off('drain', this.onDrain);
+    this.resolve(result);
+  }
+
+  /** The client went away: abort upstream so the engine frees the KV it holds. */
+  private clientClosed(): void {
+    if (this.input.res.writableFinished) return;
+    this.clientGone = true;
+    this.controller?.abort(new Error('client disconnected'));
+    this.settle({ kind: 'aborted' });
+  }
+
+  private drained(): void {
+    this.controller?.resume();
+  }
+
+  onRequestStart(c: Dispatcher.DispatchController): void {
+    this.controller = c;
+    if (this.clientGone) c.abort(new Error('client disconnected'));
+  }
+
+  onResponseStart(c: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    this.ttfbMs = performance.now() - this.started;
+    if (statusCode >= 500) {
+      c.abort(new Error(`engine answered ${statusCode}`));
+      this.settle({ kind: 'retryable', cause: 'status_5xx', detail: `engine answered ${statusCode}`, status: statusCode });
+      return;
+    }
+    this.committed = true;
+    this.input.res.writeHead(statusCode, responseHeaders(headers, this.input.responseHeaders));
+  }
+
+  onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
+    const { res } = this.input;
+    if (!res.write(chunk)) {
+      c.pause();
+      res.once('drain', (this.onDrain ??= this.drained.bind(this)));
+    }
+  }
+
+  onResponseEnd(): void {
+    const { res } = this.input;
+    res.end();
+    this.settle({ kind: 'done', status: res.statusCode, ttfbMs: this.ttfbMs });
+  }
+
+  onResponseError(_c: Dispatcher.DispatchController, error: Error): void {
+    if (this.settled) return;
+    if (this.clientGone) return this.settle({ kind: 'aborted' });
+    const { input } = this;
+    if (!this.committed) {
+      const code = (error as { code?: string }).code ?? '';
+      if (CONNECT_ERRORS.has(code)) return this.settle({ kind: 'retryable', cause: 'connect', detail: `${code}: ${error.message}` });
+      const timeout = code === 'UND_ERR_HEADERS_TIMEOUT';
+      return this.settle({
+        kind: 'failed',
+        rejection: rejection(timeout ? 'upstream_timeout' : 'upstream_error', timeout ? `Replica ${input.decision.replica} sent no response headers in time.` : `Replica ${input.decision.replica} failed: ${error.message}`),
+      });
+    }
+    // Mid-stream: the first byte is out, so no retry. End cleanly for the client.
+    if (input.stream) {
+      input.res.end(sseErrorEvent(rejection('upstream_error', `The replica serving this stream failed mid-way: ${error.message}`)));
+    } else {
+      input.res.destroy(error);
+    }
+    this.settle({ kind: 'broken', detail: error.message, ttfbMs: this.ttfbMs });
+  }
+}
+
+/**
+ * The engine's headers less the hop-by-hop ones, then ours, as a flat list
+ * (writeHead's cheapest form). Ours win over the engine's and take their place.
+ */
+function responseHeaders(engine: IncomingHttpHeaders, ours: readonly string[]): (string | string[])[] {
+  const out: (string | string[])[] = [];
+  let placed = 0; // bit i: ours[2i] went out in the engine's place
+  for (const name in engine) {
+    const value = engine[name];
+    if (value === undefined || HOP_BY_HOP.has(name)) continue;
+    const i = indexOfName(ours, name);
+    if (i >= 0) {
+      out.push(name, ours[i + 1]);
+      placed |= 1 << (i / 2);
+    } else {
+      out.push(name, value);
+    }
+  }
+  for (let i = 0; i < ours.length; i += 2) if (!(placed & (1 << (i / 2)))) out.push(ours[i], ours[i + 1]);
   return out;
+}
+
+function indexOfName(list: readonly string[], name: string): number {
+  for (let i = 0; i < list.length; i += 2) if (list[i] === name) return i;
+  return -1;
 }

@@ -87,7 +87,8 @@ async function route(deps: ProxyDeps, snapshot: Snapshot, endpoint: Endpoint, pa
 
   const body = request.body as Record<string, unknown>;
   const stream = body.stream === true;
-  const upstreamBody = JSON.stringify({ ...body, model: decision.upstreamModel });
+  // Serialized once, for every attempt. A copy only when the model changes.
+  const upstreamBody = JSON.stringify(body.model === decision.upstreamModel ? body : { ...body, model: decision.upstreamModel });
   const failed = new Set<string>();
   let result: AttemptResult;
   for (;;) {
@@ -146,20 +147,20 @@ async function send(
   retried: boolean,
 ): Promise<AttemptResult> {
   const pool = decision.poolRef!;
-  const replica = decision.poolRef!.replicas.find((r) => r.id === decision.replica)!;
+  const replica = replicaOf(pool, decision.replica!);
   const releaseInFlight = deps.fleet.acquire(replica.id);
   deps.metrics.decisions.inc({ pool: pool.name, replica: replica.id, strategy: decision.strategy ?? 'unknown' });
   const started = performance.now();
-  const headers: Record<string, string> = {
-    'x-request-id': request.id,
-    'x-switchyard-model': `${decision.model}@${decision.version}`,
-    'x-switchyard-pool': pool.name,
-    'x-switchyard-replica': replica.id,
-    'x-switchyard-reason': asciiHeader(decision.reason),
-    'x-switchyard-policy': String(snapshot.generation),
-  };
-  if (decision.adapter) headers['x-switchyard-adapter'] = decision.adapter;
-  if (retried) headers['x-switchyard-retried'] = 'true';
+  const headers = [
+    'x-request-id', request.id,
+    'x-switchyard-model', `${decision.model}@${decision.version}`,
+    'x-switchyard-pool', pool.name,
+    'x-switchyard-replica', replica.id,
+    'x-switchyard-reason', asciiHeader(decision.reason),
+    'x-switchyard-policy', String(snapshot.generation),
+  ];
+  if (decision.adapter) headers.push('x-switchyard-adapter', decision.adapter);
+  if (retried) headers.push('x-switchyard-retried', 'true');
   let dispatcher;
   try {
     dispatcher = deps.upstreams.poolFor(deps.urlOf(replica), pool.upstream);
@@ -195,6 +196,11 @@ function reject(deps: ProxyDeps, request: FastifyRequest, res: FastifyReply['raw
   deps.metrics.requests.inc({ model: decision.model ?? 'unknown', pool: decision.pool ?? 'none', outcome: 'rejected' });
   writeRejection(res, r, request.id);
   request.log.info({ status: r.status, reject: r.code, model: decision.model, pool: decision.pool }, 'rejected');
+}
+
+function replicaOf(pool: Pool, id: string): ReplicaSpec {
+  for (const replica of pool.replicas) if (replica.id === id) return replica;
+  throw new Error(`replica ${id} is not in pool ${pool.name}`);
 }
 
 function outcomeOf(result: AttemptResult): string {
