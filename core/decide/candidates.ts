@@ -43,10 +43,19 @@ export function buildCandidates(
       engine: spec.engine,
       saturated: signals.kvUsage >= pool.saturation.kvUsage || signals.queueDepth >= pool.saturation.queueDepth,
       signals,
-      capacity: { maxLoras: spec.maxLoras, maxBatch: spec.maxNumSeqs, maxQueue: spec.maxQueue },
+      capacity: capacityOf(spec),
     });
   }
   return { candidates, excluded };
+}
+
+// A replica's capacity changes only with its policy: one object per replica spec, not one a request.
+const capacities = new WeakMap<ReplicaSpec, Candidate['capacity']>();
+
+function capacityOf(spec: ReplicaSpec): Candidate['capacity'] {
+  let capacity = capacities.get(spec);
+  if (!capacity) capacities.set(spec, (capacity = Object.freeze({ maxLoras: spec.maxLoras, maxBatch: spec.maxNumSeqs, maxQueue: spec.maxQueue })));
+  return capacity;
 }
 
 /**

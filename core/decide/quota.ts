@@ -13,6 +13,9 @@ export interface QuotaCost {
 
 export type QuotaVerdict = { readonly ok: true } | { readonly ok: false; readonly limit: 'requests' | 'tokens'; readonly retryAfterS: number };
 
+/** The verdict of every request that fits: one object, not one a request. */
+const FITS: QuotaVerdict = Object.freeze({ ok: true });
+
 export interface QuotaStore {
   /** Would `cost` fit now? Takes nothing. */
   check(tenant: string, cost: QuotaCost, limits: QuotaLimits, now: number): QuotaVerdict;
@@ -47,7 +50,7 @@ export class MemoryQuotaStore implements QuotaStore {
   }
 
   check(tenant: string, cost: QuotaCost, limits: QuotaLimits, now: number): QuotaVerdict {
-    if (limits.requestsPerMinute === undefined && limits.tokensPerMinute === undefined) return { ok: true };
+    if (limits.requestsPerMinute === undefined && limits.tokensPerMinute === undefined) return FITS;
     const bucket = this.refill(tenant, limits, now);
     if (limits.requestsPerMinute !== undefined && bucket.requests < cost.requests) {
       return { ok: false, limit: 'requests', retryAfterS: secondsUntil(cost.requests - bucket.requests, limits.requestsPerMinute) };
@@ -57,7 +60,7 @@ export class MemoryQuotaStore implements QuotaStore {
       const deficit = Math.min(cost.tokens, limits.tokensPerMinute) - bucket.tokens;
       return { ok: false, limit: 'tokens', retryAfterS: secondsUntil(deficit, limits.tokensPerMinute) };
     }
-    return { ok: true };
+    return FITS;
   }
 
   take(tenant: string, cost: QuotaCost, limits: QuotaLimits, now: number): void {
