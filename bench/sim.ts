@@ -5,8 +5,8 @@
 //
 //   node --import tsx bench/sim.ts [--requests 50000,200000] [--chain default|reference|power-of-two]
 //
-// `--chain reference` adds prefix-affinity (the bundled policy's chain); see
-// the note it prints about that plugin's cost.
+// `--chain reference` adds prefix-affinity (the bundled policy's chain), which
+// costs more per request (see docs/simulator.md, "Speed").
 import { parseArgs } from 'node:util';
 import { fleetPolicy, type StrategySpec } from '../sim/experiments/fleet-policy.ts';
 import { simulate } from '../sim/simulator/simulator.ts';
@@ -71,6 +71,6 @@ for (const n of values.requests!.split(',').map(Number)) {
   );
 }
 if (values.chain === 'reference') {
-  console.log('\nnote: prefix-affinity costs ~2 ms per request once its memory (max_entries) is full: its LRU eviction');
-  console.log('      walks a Map from the front past every deleted entry (see docs/simulator.md, "Speed").');
+  console.log('\nnote: prefix-affinity hashes every prompt block and keeps a map entry per block: it costs far more');
+  console.log('      per request than the default chain (see docs/simulator.md, "Speed").');
 }

@@ -57,9 +57,10 @@ export function chooseReplica(
   excluded: readonly TraceAlternative[],
   hooks: ChainHooks = {},
 ): ReplicaChoice {
-  const unsaturated = candidates.filter((c) => !c.saturated);
+  // Usually nothing is saturated: then the candidates themselves, not a filtered copy.
+  const unsaturated = candidates.some((c) => c.saturated) ? candidates.filter((c) => !c.saturated) : candidates;
   const preferred = unsaturated.length > 0 ? unsaturated : candidates;
-  const notes: TraceAlternative[] = [...excluded.map((e) => ({ ...e, note: `excluded: ${e.note}` }))];
+  const notes: TraceAlternative[] = excluded.map((e) => ({ ...e, note: `excluded: ${e.note}` }));
   if (unsaturated.length > 0 && unsaturated.length < candidates.length) {
     for (const c of candidates) if (c.saturated) notes.push({ name: c.id, note: `deprioritized: saturated (kv ${c.signals.kvUsage.toFixed(2)}, queue ${c.signals.queueDepth})` });
   }
