@@ -4,11 +4,15 @@
 
 /** MurmurHash3 (x86, 32-bit) of a string's UTF-16 code units. */
 export function hashString(text: string, seed = 0): number {
+  return hashRange(text, 0, text.length, seed);
+}
+
+/** hashString of text.slice(start, end), without making the slice. */
+export function hashRange(text: string, start: number, end: number, seed = 0): number {
   let h = seed >>> 0;
-  const length = text.length;
-  let i = 0;
+  let i = start;
   // Two UTF-16 code units make one 32-bit block.
-  for (; i + 1 < length; i += 2) {
+  for (; i + 1 < end; i += 2) {
     let k = (text.charCodeAt(i) & 0xffff) | ((text.charCodeAt(i + 1) & 0xffff) << 16);
     k = Math.imul(k, 0xcc9e2d51);
     k = (k << 15) | (k >>> 17);
@@ -17,14 +21,14 @@ export function hashString(text: string, seed = 0): number {
     h = (h << 13) | (h >>> 19);
     h = (Math.imul(h, 5) + 0xe6546b64) | 0;
   }
-  if (i < length) {
+  if (i < end) {
     let k = text.charCodeAt(i) & 0xffff;
     k = Math.imul(k, 0xcc9e2d51);
     k = (k << 15) | (k >>> 17);
     k = Math.imul(k, 0x1b873593);
     h ^= k;
   }
-  h ^= length;
+  h ^= end - start;
   return finalize(h);
 }
 

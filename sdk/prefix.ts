@@ -1,4 +1,4 @@
-import { hashString, mixHashes } from './hashing.ts';
+import { hashRange, hashString, mixHashes } from './hashing.ts';
 
 /** About 16 tokens of ~4 characters: one engine KV block. */
 export const DEFAULT_PREFIX_BLOCK_CHARS = 64;
@@ -27,7 +27,7 @@ export function prefixHashes(
   const out = new Array<number>(blocks);
   let previous = hashString(seed);
   for (let i = 0; i < blocks; i++) {
-    previous = mixHashes(previous, hashString(text.slice(i * blockChars, (i + 1) * blockChars)));
+    previous = mixHashes(previous, hashRange(text, i * blockChars, (i + 1) * blockChars));
     out[i] = previous;
   }
   return out;
