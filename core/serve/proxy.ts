@@ -2,13 +2,13 @@
 // before the first byte, in-flight accounting, metrics and a log line. The
 // snapshot a request starts on is the one it finishes on.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { decide, type Decision } from '../decide/decide.ts';
+import { decide, type DecideOptions, type Decision } from '../decide/decide.ts';
 import type { DecideEnv } from '../decide/env.ts';
 import type { StrategyFault } from '../decide/replica.ts';
 import { rejection } from '../errors.ts';
-import { requestFacts, type RequestFacts } from '../facts/request-facts.ts';
+import { requestFacts, type FactsOptions, type RequestFacts } from '../facts/request-facts.ts';
 import type { Endpoint } from '../facts/request-schemas.ts';
-import { charsPerTokenEstimator, type TokenEstimator } from '../facts/tokens.ts';
+import { charsPerTokenEstimator } from '../facts/tokens.ts';
 import type { FleetView } from '../fleet/types.ts';
 import type { DecisionLog } from '../observe/decision-log.ts';
 import type { RouterMetrics } from '../observe/metrics.ts';
@@ -44,22 +44,24 @@ export interface ProxyDeps {
   onStrategyFault?(pool: Pool, strategy: string, fault: StrategyFault, detail: string): void;
 }
 
-const estimators = new WeakMap<Snapshot, TokenEstimator>();
-function estimatorOf(snapshot: Snapshot): TokenEstimator {
-  let estimator = estimators.get(snapshot);
-  if (!estimator) estimators.set(snapshot, (estimator = charsPerTokenEstimator(snapshot.settings.charsPerToken)));
-  return estimator;
+// The facts options of a snapshot (its token estimator), made once per snapshot.
+const factsOptions = new WeakMap<Snapshot, FactsOptions>();
+function factsOptionsOf(snapshot: Snapshot): FactsOptions {
+  let options = factsOptions.get(snapshot);
+  if (!options) factsOptions.set(snapshot, (options = { estimator: charsPerTokenEstimator(snapshot.settings.charsPerToken), bodyValidated: true }));
+  return options;
 }
 
 // Header values must be printable ASCII; reasons are for humans and may not be.
 const asciiHeader = (text: string) => text.replace(/[^\x20-\x7e]/g, '?').slice(0, 200);
 
 export function proxyHandler(deps: ProxyDeps, endpoint: Endpoint, path: string) {
+  const hooks: DecideOptions = { onFault: deps.onStrategyFault };
   return async function handle(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     reply.hijack(); // we write the raw response ourselves, as bytes arrive
     const lease = deps.policy.acquire();
     try {
-      await route(deps, lease.snapshot, endpoint, path, request, reply);
+      await route(deps, hooks, lease.snapshot, endpoint, path, request, reply);
     } catch (error) {
       request.log.error({ err: error }, 'proxy failure');
       writeRejection(reply.raw, rejection('internal_error', 'The router failed to handle this request.'), request.id);
@@ -69,12 +71,19 @@ export function proxyHandler(deps: ProxyDeps, endpoint: Endpoint, path: string) 
   };
 }
 
-async function route(deps: ProxyDeps, snapshot: Snapshot, endpoint: Endpoint, path: string, request: FastifyRequest, reply: FastifyReply): Promise<void> {
+async function route(
+  deps: ProxyDeps,
+  hooks: DecideOptions,
+  snapshot: Snapshot,
+  endpoint: Endpoint,
+  path: string,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<void> {
   const { metrics } = deps;
   const res = reply.raw;
-  const hooks = { onFault: deps.onStrategyFault };
   const t0 = performance.now();
-  const facts = requestFacts({ requestId: request.id, endpoint, headers: request.headers, body: request.body }, { estimator: estimatorOf(snapshot), bodyValidated: true });
+  const facts = requestFacts({ requestId: request.id, endpoint, headers: request.headers, body: request.body }, factsOptionsOf(snapshot));
   let decision = decide(facts, snapshot, deps.fleet, deps.env, hooks);
   metrics.decisionSeconds.observe((performance.now() - t0) / 1000);
   deps.decisions.add(decision);
@@ -89,13 +98,13 @@ async function route(deps: ProxyDeps, snapshot: Snapshot, endpoint: Endpoint, pa
   const stream = body.stream === true;
   // Serialized once, for every attempt. A copy only when the model changes.
   const upstreamBody = JSON.stringify(body.model === decision.upstreamModel ? body : { ...body, model: decision.upstreamModel });
-  const failed = new Set<string>();
+  let failed: Set<string> | undefined; // made on the first retry
   let result: AttemptResult;
   for (;;) {
-    result = await send(deps, snapshot, decision, path, upstreamBody, stream, request, res, failed.size > 0);
+    result = await send(deps, snapshot, decision, path, upstreamBody, stream, request, res, failed !== undefined);
     if (result.kind !== 'retryable') break;
     deps.fleet.markFailure(decision.replica!, result.detail);
-    failed.add(decision.replica!);
+    (failed ??= new Set()).add(decision.replica!);
     metrics.retries.inc({ pool: decision.pool!, cause: result.cause });
     const retry = decide(facts as RequestFacts, snapshot, deps.fleet, deps.env, { ...hooks, excludeReplicas: failed, quotaTaken: true });
     deps.decisions.add(retry);
@@ -127,7 +136,7 @@ async function route(deps: ProxyDeps, snapshot: Snapshot, endpoint: Endpoint, pa
       strategy: decision.strategy,
       status: result.kind === 'done' ? result.status : result.kind === 'failed' ? result.rejection.status : undefined,
       outcome,
-      retried: failed.size > 0,
+      retried: failed !== undefined,
       ttfbMs: 'ttfbMs' in result ? Math.round(result.ttfbMs) : undefined,
       durationMs: Math.round(performance.now() - t0),
     },
