@@ -2,17 +2,18 @@
 // that serve the chosen model version; then the pool's length limit.
 import { rejection, type Rejection } from '../errors.ts';
 import { firstMatch, type Facts } from '../rules/compile.ts';
-import { versionKey, type Pool, type Snapshot } from '../policy/snapshot.ts';
+import { versionKey, type ModelVersion, type Pool, type Snapshot } from '../policy/snapshot.ts';
 import type { StepTrace } from './trace.ts';
 
 export function choosePool(
   model: string,
-  version: string,
+  modelVersion: ModelVersion,
   ruleFacts: Facts,
   requiredTokens: number,
   snapshot: Snapshot,
 ): { pool: Pool; trace: StepTrace } | { rejected: Rejection; trace: StepTrace } {
-  const pools = snapshot.poolsByVersion.get(versionKey(model, version)) ?? [];
+  const version = modelVersion.version;
+  const pools = poolsServing(snapshot, model, modelVersion);
   const match = firstMatch(snapshot.poolRules.rules, ruleFacts, (name) => (poolNamed(pools, name) ? null : `${model}@${version} has no ${name} pool`));
   const alternatives = match.skipped.map((s) => ({ name: s.rule, note: s.why }));
 
@@ -58,4 +59,14 @@ export function choosePool(
 function poolNamed(pools: readonly Pool[], name: string): Pool | undefined {
   for (const pool of pools) if (pool.name === name) return pool;
   return undefined;
+}
+
+// The pools of a model version, found once per version object (a snapshot's versions are its own):
+// building the "model@version" key and hashing it was a visible share of every decision.
+const poolsOfVersion = new WeakMap<ModelVersion, readonly Pool[]>();
+
+function poolsServing(snapshot: Snapshot, model: string, version: ModelVersion): readonly Pool[] {
+  let pools = poolsOfVersion.get(version);
+  if (!pools) poolsOfVersion.set(version, (pools = snapshot.poolsByVersion.get(versionKey(model, version.version)) ?? []));
+  return pools;
 }

@@ -149,7 +149,6 @@ class Admitted implements EngineRequest {
   }
 }
 
-const DECIDE_OPTIONS_BASE = { pickBudgetMs: Infinity } as const;
 
 class Simulation {
   readonly clock = new EventClock();
@@ -292,7 +291,8 @@ class Simulation {
       apiKeyHash: spec.apiKeyHash,
       stream: true,
     };
-    const options: DecideOptions = { ...DECIDE_OPTIONS_BASE, blockHashes: lazyBlockIds(spec, router.snapshot.settings.prefixMaxBlocks) };
+    // A literal, not a spread of shared defaults: spreading an object is a slow path (3% of the simulator's time).
+    const options: DecideOptions = { pickBudgetMs: Infinity, blockHashes: lazyBlockIds(spec, router.snapshot.settings.prefixMaxBlocks) };
     const decision = decide(facts, router.snapshot, router.view, router.env, options);
     const groups = this.groupsOf(spec, decision);
     const at = spec.at;
