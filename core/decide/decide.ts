@@ -13,7 +13,7 @@ import type { DecideEnv } from './env.ts';
 import { chooseModel } from './model.ts';
 import { choosePool } from './pool.ts';
 import { chooseReplica, type ChainHooks } from './replica.ts';
-import type { DecisionTrace } from './trace.ts';
+import type { DecisionTrace, StepTrace } from './trace.ts';
 
 export interface Decision {
   readonly requestId: string;
@@ -70,7 +70,7 @@ export function decide(
   if ('code' in tenant) return rejected(requestId, tenant, trace, undefined, { decidedBy: 'tenant lookup', reason: tenant.message });
   const priority: Priority = facts.priority ?? tenant.defaultPriority;
   const maxTokens = facts.maxTokens ?? snapshot.settings.defaultMaxTokens;
-  trace.tenant = { decidedBy: facts.apiKeyHash ? 'API key' : 'anonymous tenant', reason: `${tenant.id} (${tenant.tier})`, facts: { priority } };
+  trace.tenant = tenantStep(tenant, facts.apiKeyHash !== undefined, priority);
 
   // The flat facts rules see (docs/policies.md lists them).
   const ruleFacts: Record<string, unknown> = {
@@ -173,6 +173,20 @@ export function decide(
     routed,
     poolRef: pool,
   };
+}
+
+// The tenant step is the same for every request of a tenant with the same
+// priority, with a key or without: one shared object each, not one a request
+// (the decision log keeps a thousand traces, and the GC copies every byte).
+const tenantSteps = new WeakMap<Tenant, StepTrace[]>();
+
+function tenantStep(tenant: Tenant, keyed: boolean, priority: Priority): StepTrace {
+  let steps = tenantSteps.get(tenant);
+  if (!steps) tenantSteps.set(tenant, (steps = []));
+  const slot = (keyed ? 2 : 0) + (priority === 'batch' ? 1 : priority === 'interactive' ? 0 : NaN);
+  const step = steps[slot] ?? Object.freeze({ decidedBy: keyed ? 'API key' : 'anonymous tenant', reason: `${tenant.id} (${tenant.tier})`, facts: Object.freeze({ priority }) });
+  if (slot >= 0) steps[slot] = step;
+  return step;
 }
 
 /** The tenant of an API key hash (undefined: no key sent), or the 401 to answer. */

@@ -36,6 +36,8 @@ export function chooseModel(
   env: DecideEnv,
 ): ModelChoice | ColdModel | { rejected: Rejection; trace: StepTrace } {
   const requested = facts.requestedModel;
+  const known = plainChoices.get(tenant)?.get(requested);
+  if (known && known.snapshot === snapshot) return known.choice;
   let modelId: string;
   let adapter: string | undefined;
   let decidedBy: string;
@@ -99,7 +101,7 @@ export function chooseModel(
     model.versions.length === 1
       ? ''
       : `; version ${version.version}${version.canary ? ' (canary)' : ''} by ${facts.conversationId ? 'conversation hash' : 'random draw (no conversation id)'}`;
-  return {
+  const choice: ModelChoice = {
     model,
     version,
     adapter,
@@ -110,6 +112,25 @@ export function chooseModel(
       alternatives: alternatives ?? model.versions.map((v) => ({ name: `${model.id}@${v.version}`, score: v.weight / model.totalWeight })),
     },
   };
+  // No cascade and one version: the same answer for every request of this tenant for this name.
+  if (!alternatives && model.versions.length === 1) remember(snapshot, tenant, requested, choice);
+  return choice;
+}
+
+// Choices that depend only on the snapshot, the tenant and the name asked for,
+// shared by every such request: no trace built a request, and none kept a
+// request by the decision log (the GC copies every byte it keeps). Per tenant
+// object, checked against the snapshot; bounded by the names that resolve.
+const plainChoices = new WeakMap<Tenant, Map<string, { readonly snapshot: Snapshot; readonly choice: ModelChoice }>>();
+
+function remember(snapshot: Snapshot, tenant: Tenant, requested: string, choice: ModelChoice): void {
+  let choices = plainChoices.get(tenant);
+  if (!choices) plainChoices.set(tenant, (choices = new Map()));
+  const trace = choice.trace;
+  Object.freeze(trace.facts);
+  for (const alternative of trace.alternatives ?? []) Object.freeze(alternative);
+  Object.freeze(trace.alternatives);
+  choices.set(requested, { snapshot, choice: Object.freeze({ ...choice, trace: Object.freeze(trace) }) });
 }
 
 /**

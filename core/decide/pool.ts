@@ -52,7 +52,20 @@ export function choosePool(
     decidedBy = 'pool limits';
     pool = roomier;
   }
-  return { pool, trace: { decidedBy, reason, alternatives: alternatives.length ? alternatives : undefined } };
+  if (alternatives.length) return { pool, trace: { decidedBy, reason, alternatives } };
+  return { pool, trace: plainPoolStep(pool, decidedBy, reason) };
+}
+
+// A pool step without alternatives is the same for every request that got the
+// pool the same way: one shared object, not one a request (the decision log
+// keeps a thousand traces, and the GC copies every byte of them). Reused only
+// while it says the same.
+const plainPoolSteps = new WeakMap<Pool, StepTrace>();
+
+function plainPoolStep(pool: Pool, decidedBy: string, reason: string): StepTrace {
+  let step = plainPoolSteps.get(pool);
+  if (step?.decidedBy !== decidedBy || step.reason !== reason) plainPoolSteps.set(pool, (step = Object.freeze({ decidedBy, reason, alternatives: undefined })));
+  return step;
 }
 
 // Module-level rather than a closure in choosePool: tsx (esbuild keepNames) would name a new closure every request.
