@@ -153,8 +153,10 @@ for (const stream of process.env.BENCH_ONLY === 'saturation' ? [] : [false, true
 
 // At saturation: per-request cost with no idle time and no background work to spread.
 {
-  for (const target of targets.slice(1)) await saturate(target, 2000, 32); // warm up
   const SATURATION_REQUESTS = Number(process.env.BENCH_SATURATION_REQUESTS ?? 6000);
+  // Warm up with a full run each: after only 2,000 requests the first measured
+  // run still cost both proxies 40-50% more (JIT tiers, heap sizing).
+  for (const target of targets.slice(1)) await saturate(target, SATURATION_REQUESTS, 32);
   const cpu: Record<string, number[]> = {};
   for (let round = 0; round < ROUNDS; round++) {
     for (const target of round % 2 ? [targets[2], targets[1]] : [targets[1], targets[2]]) {
