@@ -201,3 +201,22 @@ test('a retry excludes the replica that failed', () => {
   assert.equal(retry.status, 200);
   assert.notEqual(retry.replica, first.replica);
 });
+
+test('strategies see pre-hashed blocks given as a list or as a function alike, and never the prompt itself', () => {
+  const policy = singlePool({ strategies: ['prefix-affinity', 'power-of-two'], replicas: 4 });
+  const blocks = Array.from({ length: 40 }, (_, i) => i * 7919);
+  let expansions = 0;
+  const asList = route(policy, { model: 'm', content: 'secret prompt text' }, undefined, undefined, { blockHashes: blocks });
+  const asFunction = route(policy, { model: 'm', content: 'secret prompt text' }, undefined, undefined, {
+    blockHashes: () => {
+      expansions++;
+      return blocks;
+    },
+  });
+  assert.ok(asList.routed!.prefixHashes.length > 0);
+  assert.deepEqual(asFunction.routed!.prefixHashes, asList.routed!.prefixHashes);
+  assert.equal(expansions, 1, 'expanded once, when prefix-affinity asked, and kept');
+  // The routed request a strategy gets carries its fields and the hashes, not the prompt.
+  assert.doesNotMatch(JSON.stringify(asList.routed), /secret/);
+  assert.ok(!Object.values(asList.routed!).some((v) => typeof v === 'object' && v !== null && 'promptText' in v));
+});
