@@ -4,6 +4,7 @@
 // push their load onto the rest, which then saturate too (section 8).
 import type { Candidate, LoadSignals } from '../../sdk/index.ts';
 import type { FleetView } from '../fleet/types.ts';
+import { oncePer } from '../once-per.ts';
 import type { Pool, ReplicaSpec } from '../policy/snapshot.ts';
 import type { TraceAlternative } from './trace.ts';
 
@@ -50,13 +51,7 @@ export function buildCandidates(
 }
 
 // A replica's capacity changes only with its policy: one object per replica spec, not one a request.
-const capacities = new WeakMap<ReplicaSpec, Candidate['capacity']>();
-
-function capacityOf(spec: ReplicaSpec): Candidate['capacity'] {
-  let capacity = capacities.get(spec);
-  if (!capacity) capacities.set(spec, (capacity = Object.freeze({ maxLoras: spec.maxLoras, maxBatch: spec.maxNumSeqs, maxQueue: spec.maxQueue })));
-  return capacity;
-}
+const capacityOf = oncePer((spec: ReplicaSpec): Candidate['capacity'] => Object.freeze({ maxLoras: spec.maxLoras, maxBatch: spec.maxNumSeqs, maxQueue: spec.maxQueue }));
 
 /**
  * Scraped signals while they are fresh; past max staleness the router's own

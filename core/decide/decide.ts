@@ -183,10 +183,8 @@ const tenantSteps = new WeakMap<Tenant, StepTrace[]>();
 function tenantStep(tenant: Tenant, keyed: boolean, priority: Priority): StepTrace {
   let steps = tenantSteps.get(tenant);
   if (!steps) tenantSteps.set(tenant, (steps = []));
-  const slot = (keyed ? 2 : 0) + (priority === 'batch' ? 1 : priority === 'interactive' ? 0 : NaN);
-  const step = steps[slot] ?? Object.freeze({ decidedBy: keyed ? 'API key' : 'anonymous tenant', reason: `${tenant.id} (${tenant.tier})`, facts: Object.freeze({ priority }) });
-  if (slot >= 0) steps[slot] = step;
-  return step;
+  const slot = (keyed ? 2 : 0) + (priority === 'batch' ? 1 : 0);
+  return (steps[slot] ??= Object.freeze({ decidedBy: keyed ? 'API key' : 'anonymous tenant', reason: `${tenant.id} (${tenant.tier})`, facts: Object.freeze({ priority }) }));
 }
 
 /** The tenant of an API key hash (undefined: no key sent), or the 401 to answer. */

@@ -1,6 +1,7 @@
 // Decision 2 — which pool: the pool rules, first match wins, among the pools
 // that serve the chosen model version; then the pool's length limit.
 import { rejection, type Rejection } from '../errors.ts';
+import { oncePer } from '../once-per.ts';
 import { firstMatch, type Facts } from '../rules/compile.ts';
 import { versionKey, type ModelVersion, type Pool, type Snapshot } from '../policy/snapshot.ts';
 import type { StepTrace } from './trace.ts';
@@ -13,7 +14,7 @@ export function choosePool(
   snapshot: Snapshot,
 ): { pool: Pool; trace: StepTrace } | { rejected: Rejection; trace: StepTrace } {
   const version = modelVersion.version;
-  const pools = poolsServing(snapshot, model, modelVersion);
+  const pools = poolsServing(snapshot, modelVersion);
   const match = firstMatch(snapshot.poolRules.rules, ruleFacts, (name) => (poolNamed(pools, name) ? null : `${model}@${version} has no ${name} pool`));
   const alternatives = match.skipped.map((s) => ({ name: s.rule, note: s.why }));
 
@@ -74,12 +75,16 @@ function poolNamed(pools: readonly Pool[], name: string): Pool | undefined {
   return undefined;
 }
 
-// The pools of a model version, found once per version object (a snapshot's versions are its own):
-// building the "model@version" key and hashing it was a visible share of every decision.
-const poolsOfVersion = new WeakMap<ModelVersion, readonly Pool[]>();
+// The pools of each model version, by version object (a snapshot's versions are its own), once
+// per snapshot: building the "model@version" key and hashing it was a visible share of every decision.
+const poolsByVersionObject = oncePer((snapshot: Snapshot): ReadonlyMap<ModelVersion, readonly Pool[]> => {
+  const byVersion = new Map<ModelVersion, readonly Pool[]>();
+  for (const model of snapshot.models.values()) {
+    for (const version of model.versions) byVersion.set(version, snapshot.poolsByVersion.get(versionKey(model.id, version.version)) ?? []);
+  }
+  return byVersion;
+});
 
-function poolsServing(snapshot: Snapshot, model: string, version: ModelVersion): readonly Pool[] {
-  let pools = poolsOfVersion.get(version);
-  if (!pools) poolsOfVersion.set(version, (pools = snapshot.poolsByVersion.get(versionKey(model, version.version)) ?? []));
-  return pools;
+function poolsServing(snapshot: Snapshot, version: ModelVersion): readonly Pool[] {
+  return poolsByVersionObject(snapshot).get(version) ?? [];
 }

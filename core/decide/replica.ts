@@ -4,6 +4,7 @@
 // overrunning its budget is suspended, and the chain goes on. When every
 // strategy passes, least load.
 import { isPass, leastLoaded, type Candidate, type RoutedRequest } from '../../sdk/index.ts';
+import { oncePer } from '../once-per.ts';
 import type { Pool } from '../policy/snapshot.ts';
 import type { StepTrace, TraceAlternative } from './trace.ts';
 
@@ -35,13 +36,7 @@ interface BudgetRecord {
   suspendedUntil: number;
 }
 
-const budgets = new WeakMap<object, BudgetRecord>();
-
-function budgetOf(instance: object): BudgetRecord {
-  let record = budgets.get(instance);
-  if (!record) budgets.set(instance, (record = { picks: 0, overrunsAt: [], suspendedUntil: 0 }));
-  return record;
-}
+const budgetOf = oncePer((_instance: object): BudgetRecord => ({ picks: 0, overrunsAt: [], suspendedUntil: 0 }));
 
 export interface ReplicaChoice {
   readonly replica: Candidate;

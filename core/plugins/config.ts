@@ -2,19 +2,16 @@
 // configSchema, filling in its defaults.
 import type { ValidateFunction } from 'ajv';
 import { ajv } from '../policy/schemas.ts';
+import { oncePer } from '../once-per.ts';
 import type { AnyStrategy } from './registry.ts';
 
-const compiled = new WeakMap<object, ValidateFunction>();
+const compiled = oncePer((schema: object): ValidateFunction => {
+  // A plugin's $id must not clash with another plugin's in the shared ajv.
+  const { $id: _ignored, ...rest } = schema as { $id?: string };
+  return ajv.compile(rest);
+});
 
 export function configValidator(definition: AnyStrategy): ValidateFunction | undefined {
   const schema = definition.configSchema;
-  if (!schema) return undefined;
-  let validate = compiled.get(schema);
-  if (!validate) {
-    // A plugin's $id must not clash with another plugin's in the shared ajv.
-    const { $id: _ignored, ...rest } = schema as { $id?: string };
-    validate = ajv.compile(rest);
-    compiled.set(schema, validate);
-  }
-  return validate;
+  return schema ? compiled(schema) : undefined;
 }

@@ -6,6 +6,7 @@ import { decide, type DecideOptions, type Decision } from '../decide/decide.ts';
 import type { DecideEnv } from '../decide/env.ts';
 import type { StrategyFault } from '../decide/replica.ts';
 import { rejection } from '../errors.ts';
+import { oncePer } from '../once-per.ts';
 import { requestFacts, type FactsOptions, type RequestFacts } from '../facts/request-facts.ts';
 import type { Endpoint } from '../facts/request-schemas.ts';
 import { charsPerTokenEstimator } from '../facts/tokens.ts';
@@ -45,12 +46,7 @@ export interface ProxyDeps {
 }
 
 // The facts options of a snapshot (its token estimator), made once per snapshot.
-const factsOptions = new WeakMap<Snapshot, FactsOptions>();
-function factsOptionsOf(snapshot: Snapshot): FactsOptions {
-  let options = factsOptions.get(snapshot);
-  if (!options) factsOptions.set(snapshot, (options = { estimator: charsPerTokenEstimator(snapshot.settings.charsPerToken), bodyValidated: true }));
-  return options;
-}
+const factsOptionsOf = oncePer((snapshot: Snapshot): FactsOptions => ({ estimator: charsPerTokenEstimator(snapshot.settings.charsPerToken), bodyValidated: true }));
 
 // Header values must be printable ASCII; reasons are for humans and may not be.
 const asciiHeader = (text: string) => text.replace(/[^\x20-\x7e]/g, '?').slice(0, 200);
