@@ -4,7 +4,7 @@
 import { register } from 'tsx/esm/api';
 
 register();
-const { main } = await import('../core/cli/main.ts');
+const { main } = await import('../cli/main.ts');
 const code = await main(process.argv.slice(2));
 // Long-running commands (serve, emulate) return once they have shut down:
 // exit now rather than wait on whatever handle a library left behind.

@@ -11,10 +11,10 @@ import { RouterMetrics } from '../observe/metrics.ts';
 import type { Pool, Snapshot } from '../policy/snapshot.ts';
 import { registerAdminRoutes } from './admin-routes.ts';
 import { ColdLoads } from './cold-loads.ts';
-import { EmbeddedFleet } from './embedded-fleet.ts';
 import { errorHandler, notFoundHandler } from './http-errors.ts';
 import { modelsHandler } from './models-route.ts';
 import { proxyHandler, type PolicySource } from './proxy.ts';
+import { DIRECT_REPLICAS, type ReplicaAddresses } from './replica-addresses.ts';
 import { Upstreams } from './upstream.ts';
 
 /** A policy source that can also reload and report (the PolicyStore). */
@@ -34,8 +34,12 @@ export interface RouterOptions {
   /** Pino options, a logger, or false for silence. */
   readonly logger?: boolean | Record<string, unknown> | FastifyBaseLogger;
   readonly adminToken?: string;
-  /** Speed factor of emulate:// replicas (tests run them fast). */
-  readonly emulatorSpeed?: number;
+  /**
+   * Where each replica is reached. The default takes `url` as it is; the CLI
+   * passes the emulated fleet here so that `emulate://` replicas resolve to
+   * engines it starts itself (core never imports the emulator).
+   */
+  readonly replicas?: ReplicaAddresses;
   readonly env?: DecideEnv;
   /** Overrides the policy's scrape and health intervals (tests). */
   readonly scrapeIntervalMs?: number;
@@ -46,7 +50,7 @@ export interface Router {
   readonly app: FastifyInstance;
   readonly url: string;
   readonly fleet: LiveFleet;
-  readonly embedded: EmbeddedFleet;
+  readonly replicas: ReplicaAddresses;
   readonly metrics: RouterMetrics;
   /** Stops accepting, lets in-flight requests finish (bounded), then stops everything. */
   close(graceMs?: number): Promise<void>;
@@ -59,10 +63,10 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   const metrics = new RouterMetrics();
   const decisions = new DecisionLog(1000);
   const upstreams = new Upstreams();
-  const embedded = new EmbeddedFleet({ speed: options.emulatorSpeed, host: '127.0.0.1' });
-  await embedded.sync(initial);
+  const replicas = options.replicas ?? DIRECT_REPLICAS;
+  await replicas.sync(initial);
 
-  const targets = (snapshot: Snapshot) => [...snapshot.replicas.values()].map((r) => ({ id: r.id, url: embedded.urlOf(r), engine: r.engine }));
+  const targets = (snapshot: Snapshot) => [...snapshot.replicas.values()].map((r) => ({ id: r.id, url: replicas.urlOf(r), engine: r.engine }));
   const fleet = new LiveFleet({
     replicas: targets(initial),
     scrapeIntervalMs: options.scrapeIntervalMs ?? initial.settings.scrapeIntervalMs,
@@ -105,7 +109,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     metrics,
     decisions,
     coldLoads,
-    urlOf: (replica: Parameters<EmbeddedFleet['urlOf']>[0]) => embedded.urlOf(replica),
+    urlOf: (replica: Parameters<ReplicaAddresses['urlOf']>[0]) => replicas.urlOf(replica),
     onStrategyFault,
   };
   app.post('/v1/chat/completions', { schema: { body: BODY_SCHEMAS.chat } }, proxyHandler(deps, 'chat', '/v1/chat/completions'));
@@ -134,9 +138,9 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   options.policy.on?.('control-plane', (status) => metrics.controlPlaneUp.set(status.state === 'ok' ? 1 : 0));
   options.policy.onSwap?.((snapshot) => {
     void (async () => {
-      await embedded.sync(snapshot);
+      await replicas.sync(snapshot);
       fleet.update(targets(snapshot));
-      upstreams.retain(new Set([...snapshot.replicas.values()].map((r) => embedded.urlOf(r))));
+      upstreams.retain(new Set([...snapshot.replicas.values()].map((r) => replicas.urlOf(r))));
       metrics.policyGeneration.set(snapshot.generation);
     })().catch((error) => app.log.error({ err: error }, 'applying the new policy to the fleet failed'));
   });
@@ -146,7 +150,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     app,
     url: address.replace('[::1]', '127.0.0.1'),
     fleet,
-    embedded,
+    replicas,
     metrics,
     async close(graceMs = 10_000) {
       closing = true;
@@ -158,7 +162,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
       app.server.closeAllConnections();
       await fleet.stop();
       await upstreams.close();
-      await embedded.close();
+      await replicas.close();
     },
   };
 }

@@ -4,6 +4,7 @@ import OpenAI from 'openai';
 import { createEnv } from '../../core/decide/env.ts';
 import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
 import { startRouter, type Router, type ServedPolicy } from '../../core/serve/server.ts';
+import { EmbeddedFleet } from '../../sim/emulator/embedded-fleet.ts';
 import { policyFrom } from './core.ts';
 
 export const TINY_MODELS = 'kind: models\nmodels:\n  - id: tiny\n    versions: [{ version: v1 }]\n';
@@ -18,6 +19,8 @@ export function tinyPool(options: { replicas?: number; strategies?: string; extr
 
 export interface TestRouter {
   router: Router;
+  /** The emulated engines behind the router's emulate:// replicas. */
+  embedded: EmbeddedFleet;
   client: OpenAI;
   url: string;
   close(): Promise<void>;
@@ -28,18 +31,19 @@ export async function startTestRouter(
   options: { speed?: number; policy?: ServedPolicy; adminToken?: string; apiKey?: string } = {},
 ): Promise<TestRouter> {
   const policy = options.policy ?? fixedPolicy(policyFrom(files));
+  const embedded = new EmbeddedFleet({ speed: options.speed ?? 20, host: '127.0.0.1' });
   const router = await startRouter({
     policy,
     port: 0,
     logger: false,
-    emulatorSpeed: options.speed ?? 20,
+    replicas: embedded,
     scrapeIntervalMs: 50,
     healthIntervalMs: 50,
     adminToken: options.adminToken,
     env: createEnv({ seed: 1 }),
   });
   const client = new OpenAI({ baseURL: `${router.url}/v1`, apiKey: options.apiKey ?? TEST_KEY, maxRetries: 0, timeout: 20_000 });
-  return { router, client, url: router.url, close: () => router.close(1000) };
+  return { router, embedded, client, url: router.url, close: () => router.close(1000) };
 }
 
 export async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 5000, what = 'condition'): Promise<void> {

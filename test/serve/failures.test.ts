@@ -25,7 +25,7 @@ test('a replica killed before a request: the request is retried on another, noth
   const t = await startTestRouter(files(tinyPool({ replicas: 3 })));
   try {
     const conversation = await conversationOn(t, 'r0');
-    await (await t.router.embedded.emulator('r0'))!.close();
+    await (await t.embedded.emulator('r0'))!.close();
     const { data, response } = await t.client.chat.completions
       .create({ model: 'tiny', messages: [{ role: 'user', content: 'still there?' }], max_tokens: 3 }, { headers: { 'x-conversation-id': conversation } })
       .withResponse();
@@ -82,7 +82,7 @@ test('a replica killed during a stream: the stream ends with a clean OpenAI-shap
 test('every replica down: 503 with Retry-After, and the router stays up', async () => {
   const t = await startTestRouter(files(tinyPool({ replicas: 2 })));
   try {
-    await Promise.all(['r0', 'r1'].map(async (id) => (await t.router.embedded.emulator(id))!.close()));
+    await Promise.all(['r0', 'r1'].map(async (id) => (await t.embedded.emulator(id))!.close()));
     for (let i = 0; i < 3; i++) {
       const response = await fetch(`${t.url}/v1/chat/completions`, {
         method: 'POST',
@@ -105,7 +105,7 @@ test('every replica down: 503 with Retry-After, and the router stays up', async 
 test("a saturated replica is deprioritized, not excluded", async () => {
   const t = await startTestRouter(files(tinyPool({ replicas: 2, strategies: '[random]', extra: '    saturation: { kv_usage: 0.3, queue_depth: 100 }\n' })), { speed: 1 });
   const fill = async (id: string) => {
-    const emulator = (await t.router.embedded.emulator(id))!;
+    const emulator = (await t.embedded.emulator(id))!;
     emulator.engine.submit({ id: `fill-${id}`, promptTokens: 600, maxTokens: 300 });
     await until(() => (t.router.fleet.replica(id)?.kvUsage ?? 0) >= 0.3, 3000, `${id} to look saturated`);
     return () => emulator.engine.cancel(`fill-${id}`);

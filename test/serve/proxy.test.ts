@@ -103,7 +103,7 @@ test('a client abort reaches the engine, which frees the request', async () => {
   const decisions = await json(await fetch(`${t.url}/admin/decisions?limit=20`));
   replica = decisions.decisions.find((d: { trace: { replica?: { reason: string } }; replica: string }) => d.replica)?.replica;
   assert.ok(replica);
-  const engines = await Promise.all(['r0', 'r1', 'r2'].map((id) => t.router.embedded.emulator(id)!));
+  const engines = await Promise.all(['r0', 'r1', 'r2'].map((id) => t.embedded.emulator(id)!));
   await until(() => engines.every((e) => e.engine.snapshot().running === 0 && e.engine.snapshot().waiting === 0), 5000, 'the engines to drop the aborted request');
   const aborted = engines.reduce((sum, e) => sum + e.engine.snapshot().finished.abort, 0);
   assert.equal(aborted, 1);

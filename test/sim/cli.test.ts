@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { main } from '../../core/cli/main.ts';
+import { main } from '../../cli/main.ts';
 
 const EXAMPLES = new URL('../../examples/workloads/', import.meta.url).pathname;
 const POLICIES = new URL('../../policies/', import.meta.url).pathname;

@@ -1,8 +1,9 @@
 // Replicas whose url is emulate://PROFILE are emulated engines the router
 // starts itself on loopback, so `npm start` needs no GPU. Kept in step with
 // the policy: a reload starts new ones and stops removed ones.
-import { startEmulator, type Emulator } from '../../sim/emulator/server.ts';
-import type { ReplicaSpec, Snapshot } from '../policy/snapshot.ts';
+import type { ReplicaAddresses } from '../../core/serve/replica-addresses.ts';
+import { startEmulator, type Emulator } from './server.ts';
+import type { ReplicaSpec, Snapshot } from '../../core/policy/snapshot.ts';
 
 const EMULATE = 'emulate://';
 
@@ -14,7 +15,7 @@ interface Running {
   url?: string;
 }
 
-export class EmbeddedFleet {
+export class EmbeddedFleet implements ReplicaAddresses {
   private readonly running = new Map<string, Running>();
 
   constructor(private readonly options: { speed?: number; host?: string } = {}) {}

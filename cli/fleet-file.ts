@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { Ajv } from 'ajv';
 import { parse } from 'yaml';
-import type { FleetView, ReplicaState } from '../fleet/types.ts';
+import type { FleetView, ReplicaState } from '../core/fleet/types.ts';
 import { UsageError } from './usage.ts';
 
 const schema = {

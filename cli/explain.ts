@@ -3,15 +3,15 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { parse } from 'yaml';
-import { decide, decisionJson, type Decision } from '../decide/decide.ts';
-import { createEnv } from '../decide/env.ts';
-import type { StepTrace } from '../decide/trace.ts';
-import { requestFacts } from '../facts/request-facts.ts';
-import type { Endpoint } from '../facts/request-schemas.ts';
-import { charsPerTokenEstimator } from '../facts/tokens.ts';
-import { EMPTY_FLEET } from '../fleet/types.ts';
-import { loadPolicyDirWithPlugins } from '../policy/inputs.ts';
-import { formatProblem } from '../policy/problems.ts';
+import { decide, decisionJson, type Decision } from '../core/decide/decide.ts';
+import { createEnv } from '../core/decide/env.ts';
+import type { StepTrace } from '../core/decide/trace.ts';
+import { requestFacts } from '../core/facts/request-facts.ts';
+import type { Endpoint } from '../core/facts/request-schemas.ts';
+import { charsPerTokenEstimator } from '../core/facts/tokens.ts';
+import { EMPTY_FLEET } from '../core/fleet/types.ts';
+import { loadPolicyDirWithPlugins } from '../core/policy/inputs.ts';
+import { formatProblem } from '../core/policy/problems.ts';
 import { readFleetFile } from './fleet-file.ts';
 import { UsageError } from './usage.ts';
 

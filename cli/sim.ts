@@ -3,13 +3,13 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { SimError } from '../../sim/simulator/errors.ts';
-import { formatSummary, resultJson } from '../../sim/simulator/report.ts';
-import { simulate } from '../../sim/simulator/simulator.ts';
-import { loadWorkloadFile, WorkloadError } from '../../sim/workload/load.ts';
-import { PluginLoader } from '../plugins/loader.ts';
-import { buildSnapshot, readPolicyInputs } from '../policy/inputs.ts';
-import { formatProblem, PolicyError } from '../policy/problems.ts';
+import { SimError } from '../sim/simulator/errors.ts';
+import { formatSummary, resultJson } from '../sim/simulator/report.ts';
+import { simulate } from '../sim/simulator/simulator.ts';
+import { loadWorkloadFile, WorkloadError } from '../sim/workload/load.ts';
+import { PluginLoader } from '../core/plugins/loader.ts';
+import { buildSnapshot, readPolicyInputs } from '../core/policy/inputs.ts';
+import { formatProblem, PolicyError } from '../core/policy/problems.ts';
 import { UsageError } from './usage.ts';
 
 const HELP = `Usage: switchyard sim --policies DIR --workload FILE [--seed N] [--out DIR] [options]

@@ -1,8 +1,8 @@
 // `switchyard validate [DIR]`: schema and meaning of a policy directory.
 // Each problem as FILE:LINE:COL: message and exit 1; a summary and exit 0.
 import { parseArgs } from 'node:util';
-import { loadPolicyDirWithPlugins } from '../policy/inputs.ts';
-import { formatProblem } from '../policy/problems.ts';
+import { loadPolicyDirWithPlugins } from '../core/policy/inputs.ts';
+import { formatProblem } from '../core/policy/problems.ts';
 
 export async function runValidate(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({ args: argv, allowPositionals: true, options: { help: { type: 'boolean', short: 'h' } } });

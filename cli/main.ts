@@ -9,7 +9,7 @@ const commands: Record<string, () => Promise<Command>> = {
   validate: async () => runValidate,
   explain: async () => runExplain,
   serve: async () => (await import('./serve.ts')).runServe,
-  emulate: async () => (await import('../../sim/emulator/command.ts')).runEmulateCommand,
+  emulate: async () => (await import('../sim/emulator/command.ts')).runEmulateCommand,
   sim: async () => (await import('./sim.ts')).runSim,
   experiment: async () => (await import('./experiment.ts')).runExperiment,
 };

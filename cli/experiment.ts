@@ -1,9 +1,9 @@
 // `switchyard experiment NAME --out DIR`: one of the reference text's
 // experiments B–F in the simulator, written as CSV, SVG plots and a summary.
 import { parseArgs } from 'node:util';
-import { writeReport } from '../../sim/experiments/experiment.ts';
-import { EXPERIMENTS, experimentNamed } from '../../sim/experiments/registry.ts';
-import { SimError } from '../../sim/simulator/errors.ts';
+import { writeReport } from '../sim/experiments/experiment.ts';
+import { EXPERIMENTS, experimentNamed } from '../sim/experiments/registry.ts';
+import { SimError } from '../sim/simulator/errors.ts';
 import { UsageError } from './usage.ts';
 
 const HELP = `Usage: switchyard experiment NAME|all [--out DIR] [--seed N] [--scale X]

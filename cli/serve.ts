@@ -1,11 +1,12 @@
 // `switchyard serve`: run the router until SIGTERM (graceful) or SIGINT.
 import { parseArgs } from 'node:util';
 import { join } from 'node:path';
-import type { Logger as SdkLogger } from '../../sdk/index.ts';
-import { routerLogger } from '../observe/logger.ts';
-import { formatProblem, PolicyError } from '../policy/problems.ts';
-import { PolicyStore } from '../policy/store.ts';
-import { startRouter } from '../serve/server.ts';
+import type { Logger as SdkLogger } from '../sdk/index.ts';
+import { routerLogger } from '../core/observe/logger.ts';
+import { formatProblem, PolicyError } from '../core/policy/problems.ts';
+import { PolicyStore } from '../core/policy/store.ts';
+import { startRouter } from '../core/serve/server.ts';
+import { EmbeddedFleet } from '../sim/emulator/embedded-fleet.ts';
 import { UsageError } from './usage.ts';
 
 const HELP = `Usage: switchyard serve [--policies DIR] [--port 8080] [--host 127.0.0.1] [--log-level info] [--emulator-speed 1]
@@ -78,7 +79,7 @@ export async function runServe(argv: string[]): Promise<number> {
     port,
     host: values.host,
     logger: log,
-    emulatorSpeed: speed,
+    replicas: new EmbeddedFleet({ speed, host: '127.0.0.1' }),
     adminToken: process.env.SWITCHYARD_ADMIN_TOKEN || undefined,
   });
   router.app.log.info({ url: router.url, policies: values.policies, replicas: store.current().replicas.size }, 'switchyard is routing');
