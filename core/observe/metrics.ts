@@ -67,10 +67,11 @@ export class RouterMetrics {
     labelNames: ['result'] as const,
     registers: [this.registry],
   });
+  /** Registered on the first control-plane report: a router without a control plane exports no series to alert on. */
   readonly controlPlaneUp = new Gauge({
     name: 'switchyard_control_plane_up',
     help: '1 while the control plane serves a valid routing table, 0 while the router runs on its last good one.',
-    registers: [this.registry],
+    registers: [],
   });
   readonly replicaKvUsage = this.replicaGauge('switchyard_replica_kv_usage', 'KV cache usage (0..1) last scraped from each replica.');
   readonly replicaQueue = this.replicaGauge('switchyard_replica_queue_depth', 'Requests waiting in each replica, last scraped.');
@@ -80,6 +81,11 @@ export class RouterMetrics {
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'switchyard_process_' });
+  }
+
+  setControlPlaneUp(up: boolean): void {
+    if (!this.registry.getSingleMetric('switchyard_control_plane_up')) this.registry.registerMetric(this.controlPlaneUp);
+    this.controlPlaneUp.set(up ? 1 : 0);
   }
 
   private replicaGauge(name: string, help: string) {

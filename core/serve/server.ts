@@ -135,7 +135,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   );
 
   options.policy.on?.('reload', (outcome) => metrics.policyReloads.inc({ result: outcome.result! }));
-  options.policy.on?.('control-plane', (status) => metrics.controlPlaneUp.set(status.state === 'ok' ? 1 : 0));
+  options.policy.on?.('control-plane', (status) => metrics.setControlPlaneUp(status.state === 'ok'));
   options.policy.onSwap?.((snapshot) => {
     void (async () => {
       await replicas.sync(snapshot);

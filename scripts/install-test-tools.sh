@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that some tests run for real, when missing:
+# prometheus (with promtool) for the dashboard and alert-rule tests.
+set -euo pipefail
+missing=()
+command -v prometheus >/dev/null && command -v promtool >/dev/null || missing+=(prometheus)
+if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-test-tools: missing ${missing[*]}; run as root or: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "install-test-tools: installing ${missing[*]}"
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
