@@ -3,12 +3,11 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { parse } from 'yaml';
-import { decide, decisionJson, type Decision } from '../core/decide/decide.ts';
+import { decisionJson, type Decision } from '../core/decide/decide.ts';
+import { endpointOf, explainRequest } from '../core/decide/explain.ts';
 import { createEnv } from '../core/decide/env.ts';
 import type { StepTrace } from '../core/decide/trace.ts';
-import { requestFacts } from '../core/facts/request-facts.ts';
 import type { Endpoint } from '../core/facts/request-schemas.ts';
-import { charsPerTokenEstimator } from '../core/facts/tokens.ts';
 import { EMPTY_FLEET } from '../core/fleet/types.ts';
 import { loadPolicyDirWithPlugins } from '../core/policy/inputs.ts';
 import { formatProblem } from '../core/policy/problems.ts';
@@ -67,24 +66,11 @@ export async function runExplain(argv: string[]): Promise<number> {
 
   const now = Date.now();
   const fleet = values.fleet ? readFleetFile(values.fleet, now) : EMPTY_FLEET;
-  const facts = requestFacts(
-    { requestId: 'explain', endpoint, headers, body },
-    { estimator: charsPerTokenEstimator(snapshot.settings.charsPerToken) },
-  );
-  // Offline: no pick budget, so a cold start can't change the answer.
-  const decision = decide(facts, snapshot, fleet, createEnv({ seed: values.seed, now: () => now }), { pickBudgetMs: Infinity });
+  const decision = explainRequest({ body, headers, endpoint }, snapshot, fleet, createEnv({ seed: values.seed, now: () => now }));
 
   if (values.json) console.log(JSON.stringify(decisionJson(decision), null, 2));
   else console.log(renderText(decision, endpoint, body));
   return 0;
-}
-
-function endpointOf(body: unknown): string {
-  const b = body as Record<string, unknown> | null;
-  if (b && 'messages' in b) return 'chat';
-  if (b && 'prompt' in b) return 'completions';
-  if (b && 'input' in b) return 'embeddings';
-  return 'chat';
 }
 
 const PATHS: Record<string, string> = { chat: '/v1/chat/completions', completions: '/v1/completions', embeddings: '/v1/embeddings' };

@@ -1,6 +1,7 @@
 // The most recent decisions, newest first, for /admin/decisions: when routing
 // goes wrong you need to see the decision. A fixed ring: memory stays bounded.
 import { decisionJson, type Decision } from '../decide/decide.ts';
+import { DecisionStream } from './decision-stream.ts';
 
 export interface LoggedDecision {
   /** Epoch ms; formatted only when read. */
@@ -23,10 +24,14 @@ export class DecisionLog {
     this.ring = new Array(capacity);
   }
 
+  /** Watchers of new decisions (the explorer's live stream). */
+  readonly stream = new DecisionStream();
+
   add(decision: Decision, now = Date.now()): LoggedDecision {
     const entry: LoggedDecision = { at: now, decision: decisionJson(decision) };
     this.ring[this.next] = entry;
     this.next = (this.next + 1) % this.capacity;
+    this.stream.publish(() => shown(entry));
     return entry;
   }
 
@@ -35,8 +40,13 @@ export class DecisionLog {
     for (let i = 1; i <= Math.min(limit, this.capacity); i++) {
       const entry = this.ring[(this.next - i + this.capacity) % this.capacity];
       if (!entry) break;
-      out.push({ at: new Date(entry.at).toISOString(), ...(entry.outcome ? { outcome: entry.outcome } : {}), ...entry.decision });
+      out.push(shown(entry));
     }
     return out;
   }
+}
+
+/** An entry as /admin/decisions and the live stream show it. */
+function shown(entry: LoggedDecision): Record<string, unknown> {
+  return { at: new Date(entry.at).toISOString(), ...(entry.outcome ? { outcome: entry.outcome } : {}), ...entry.decision };
 }

@@ -24,6 +24,8 @@ export interface CompiledRule<Target> {
   readonly priority: number;
   readonly target: Target;
   readonly test: Predicate;
+  /** The conditions as written, for people reading the live policy. */
+  readonly conditions: ConditionSpec;
 }
 
 /** Rules in evaluation order: higher priority first, then file order. */
@@ -123,7 +125,7 @@ export function compileRuleSet<Target = string>(
       if (error instanceof RuleCompileError) throw error;
       throw new RuleCompileError([index], `rule "${spec.name}": ${(error as Error).message}`);
     }
-    return { index, rule: { name: spec.name, priority: spec.priority ?? 1, target: toTarget(target), test } };
+    return { index, rule: { name: spec.name, priority: spec.priority ?? 1, target: toTarget(target), test, conditions: spec.conditions } };
   });
   compiled.sort((a, b) => b.rule.priority - a.rule.priority || a.index - b.index);
   return { rules: compiled.map((c) => c.rule) };

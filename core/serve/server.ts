@@ -9,7 +9,8 @@ import { LiveFleet } from '../fleet/live-fleet.ts';
 import { DecisionLog } from '../observe/decision-log.ts';
 import { RouterMetrics } from '../observe/metrics.ts';
 import type { Pool, Snapshot } from '../policy/snapshot.ts';
-import { registerAdminRoutes } from './admin-routes.ts';
+import { adminGuard, registerAdminRoutes } from './admin-routes.ts';
+import { registerExplorerRoutes } from './explorer-routes.ts';
 import { ColdLoads } from './cold-loads.ts';
 import { errorHandler, notFoundHandler } from './http-errors.ts';
 import { modelsHandler } from './models-route.ts';
@@ -134,6 +135,18 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     options.adminToken,
   );
 
+  registerExplorerRoutes(
+    app,
+    {
+      stream: decisions.stream,
+      snapshot: () => options.policy.current(),
+      policyStatus: () => options.policy.status?.() ?? {},
+      fleet: () => fleet,
+      explainEnv: () => createEnv({ seed: 1 }),
+    },
+    adminGuard(options.adminToken),
+  );
+
   options.policy.on?.('reload', (outcome) => metrics.policyReloads.inc({ result: outcome.result! }));
   options.policy.on?.('control-plane', (status) => metrics.setControlPlaneUp(status.state === 'ok'));
   options.policy.onSwap?.((snapshot) => {
@@ -154,6 +167,8 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     metrics,
     async close(graceMs = 10_000) {
       closing = true;
+      // Watchers of the decision stream are not requests to finish.
+      decisions.stream.close();
       // app.close() stops accepting and waits for in-flight requests, bounded.
       // Keep-alive connections go as soon as their response is done.
       const sweep = setInterval(() => app.server.closeIdleConnections(), 50);
