@@ -83,6 +83,7 @@ export function decide(
     maxTokens,
     messageCount: facts.messageCount,
     hasCode: facts.hasCode,
+    prompt: facts.promptText,
     tenant: tenant.id,
     tenantTier: tenant.tier,
     priority,

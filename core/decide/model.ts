@@ -28,6 +28,11 @@ function mayUse(tenant: Tenant, model: string): boolean {
   return !tenant.allowedModels || tenant.allowedModels.has(model);
 }
 
+export function firstAllowed(tenant: Tenant, models: readonly string[]): string | undefined {
+  for (const model of models) if (mayUse(tenant, model)) return model;
+  return undefined;
+}
+
 export function chooseModel(
   facts: RequestFacts,
   ruleFacts: Facts,
@@ -57,10 +62,22 @@ export function chooseModel(
       modelId = match.rule.target;
       decidedBy = `cascade ${cascade.name}: rule "${match.rule.name}"`;
       reason = `rule "${match.rule.name}" → ${modelId}`;
-    } else {
+    } else if (mayUse(tenant, cascade.defaultModel)) {
       modelId = cascade.defaultModel;
       decidedBy = `cascade ${cascade.name}: default`;
       reason = `no cascade rule matched → default ${modelId}`;
+    } else {
+      // Never route a tenant into a 403 for a model it did not ask for.
+      const allowed = firstAllowed(tenant, cascade.models);
+      if (allowed === undefined) {
+        return {
+          rejected: rejection('model_not_allowed', `Tenant "${tenant.id}" may use none of the models of \`${alias.name}\`.`, { param: 'model' }),
+          trace: { decidedBy: 'tenant restrictions', reason: `cascade ${cascade.name} answers only with ${cascade.models.join(', ')}`, alternatives },
+        };
+      }
+      modelId = allowed;
+      decidedBy = `cascade ${cascade.name}: first allowed model`;
+      reason = `no cascade rule matched; default ${cascade.defaultModel} is not allowed for ${tenant.id} → ${modelId}`;
     }
   } else if (snapshot.models.has(requested)) {
     modelId = requested;

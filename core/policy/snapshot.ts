@@ -22,6 +22,12 @@ export interface CascadeEntry {
   readonly name: string;
   readonly defaultModel: string;
   readonly rules: RuleSet<string>;
+  /**
+   * Every model the cascade can answer with: the default first, then the
+   * rules' targets in evaluation order. A tenant that may not use the default
+   * gets the first of these it may use.
+   */
+  readonly models: readonly string[];
 }
 
 export type AliasEntry =

@@ -5,6 +5,7 @@
 // synchronous and cheap. `reference.ts` runs the real engine, and the tests
 // check that both agree on thousands of facts.
 import { Engine, Rule } from 'json-rules-engine';
+import { compileTextTest, isTextOperator, type TextOperator, type TextTest } from './text-match.ts';
 
 export type Facts = Readonly<Record<string, unknown>>;
 export type Predicate = (facts: Facts) => boolean;
@@ -61,6 +62,14 @@ function operator(name: string, path: readonly (string | number)[]): OperatorLik
   return op;
 }
 
+/** A text operator (containsAny, matches), plain or under not:. */
+export function textCondition(name: string): { operator: TextOperator; negated: boolean } | undefined {
+  if (typeof name !== 'string') return undefined;
+  const negated = name.startsWith('not:');
+  const base = negated ? name.slice(4) : name;
+  return isTextOperator(base) ? { operator: base, negated } : undefined;
+}
+
 const BOOLEAN_KEYS = ['all', 'any', 'not', 'fact'] as const;
 
 export function compileCondition(condition: ConditionSpec, path: readonly (string | number)[] = []): Predicate {
@@ -92,6 +101,16 @@ export function compileCondition(condition: ConditionSpec, path: readonly (strin
     return (facts) => !inner(facts);
   }
   const fact = condition.fact as string;
+  const text = textCondition(condition.operator as string);
+  if (text) {
+    let test: TextTest;
+    try {
+      test = compileTextTest(text.operator, condition.value);
+    } catch (error) {
+      throw new RuleCompileError([...path, 'value'], (error as Error).message);
+    }
+    return text.negated ? (facts) => !test(facts[fact] as string) : (facts) => test(facts[fact] as string);
+  }
   const op = operator(condition.operator as string, path);
   const value = condition.value;
   // json-rules-engine lets a value name another fact: { fact: 'maxTokens' }.

@@ -1,5 +1,6 @@
 // GET /v1/models: the aliases, models and adapters the caller's tenant may
 // use, in OpenAI's list shape (adapters carry `parent`, as vLLM lists them).
+import { firstAllowed } from '../decide/model.ts';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { resolveTenant } from '../decide/decide.ts';
 import { errorBody } from '../errors.ts';
@@ -34,7 +35,7 @@ export function listModels(snapshot: Snapshot, tenant: Tenant): ModelCard[] {
   for (const alias of snapshot.aliases.values()) {
     if (alias.model !== undefined) {
       if (allowed(alias.model)) cards.push({ id: alias.name, object: 'model', created, owned_by: 'switchyard', switchyard: { kind: 'alias', model: alias.model } });
-    } else {
+    } else if (firstAllowed(tenant, alias.cascade.models) !== undefined) {
       cards.push({ id: alias.name, object: 'model', created, owned_by: 'switchyard', switchyard: { kind: 'cascade', cascade: alias.cascade.name } });
     }
   }

@@ -52,10 +52,13 @@ test('the cascade skips a model the tenant may not use', () => {
   const shortCode = route(policy, { model: 'auto', key: 'sk-demo-restricted', content: '```py\nprint(1)\n```' });
   assert.equal(shortCode.model, 'llama-3-8b-instruct');
   assert.match(JSON.stringify(shortCode.trace.model), /may not use qwen2.5-coder-32b-instruct/);
-  // Long code: neither the coder nor the default 70B is allowed.
+  // Long code: neither the coder nor the default 70B is allowed, and the
+  // client never asked for either: the cascade's first allowed model answers.
   const longCode = route(policy, { model: 'auto', key: 'sk-demo-restricted', content: '```py\n' + 'print(1)\n'.repeat(200) + '```' });
-  assert.equal(longCode.status, 403);
-  assert.equal(longCode.rejection?.code, 'model_not_allowed');
+  assert.equal(longCode.status, 200);
+  assert.equal(longCode.model, 'llama-3-8b-instruct');
+  assert.match(longCode.trace.model!.decidedBy, /cascade auto: first allowed model/);
+  assert.match(longCode.trace.model!.reason, /default llama-3-70b-instruct is not allowed for restricted → llama-3-8b-instruct/);
 });
 
 test('the canary takes 5% ± 1% of 10,000 conversations, each always on the same version', () => {

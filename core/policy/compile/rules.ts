@@ -4,6 +4,7 @@ import { compileRuleSet, RuleCompileError, type RuleSet, type RuleSpec } from '.
 import type { CascadeEntry, Snapshot } from '../snapshot.ts';
 import type { PathSegment, PolicySource } from '../source.ts';
 import { unknown, type CompileContext, type Doc } from './context.ts';
+import { conditionTypeProblems } from './rule-types.ts';
 import type { CompiledModels } from './models.ts';
 
 export interface RuleDocs {
@@ -26,7 +27,9 @@ export function compileCascades(ctx: CompileContext, { models, unknownModel }: C
         const index = c.rules.findIndex((spec: RuleSpec) => spec.name === rule.name);
         ctx.report(source, [...path, 'rules', index, 'event', 'params', 'model'], `rule "${rule.name}": ${unknownModel(rule.target)}`);
       });
-      if (rules) cascades.set(c.name, { name: c.name, defaultModel: c.default_model, rules });
+      // A cascade with broken rules is still known, so aliases to it report nothing more: the set is refused anyway.
+      const compiled = rules ?? { rules: [] };
+      cascades.set(c.name, { name: c.name, defaultModel: c.default_model, rules: compiled, models: [...new Set([c.default_model, ...compiled.rules.map((r) => r.target)])] });
     });
     if (doc.pool_rules) {
       if (poolRules) ctx.report(source, ['pool_rules'], `pool_rules are already defined in ${poolRules.source.file}`);
@@ -59,6 +62,12 @@ function compileRules(ctx: CompileContext, source: PolicySource, path: PathSegme
       ok = false;
     }
     names.add(spec.name);
+    const typeProblems = conditionTypeProblems(spec.conditions, [...path, i, 'conditions'], param === 'model');
+    for (const problem of typeProblems) ctx.report(source, problem.path, `rule "${spec.name}": ${problem.message}`);
+    if (typeProblems.length > 0) {
+      ok = false;
+      return;
+    }
     try {
       compileRuleSet([spec], param);
     } catch (error) {

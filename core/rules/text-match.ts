@@ -1,0 +1,125 @@
+// What rules may ask about the prompt's text, safely on hostile input:
+// `containsAny` (keywords, whole words, any case) and `matches` (a regular
+// expression with RE2 semantics). Both run in time linear in the text, and
+// only on its last PROMPT_CHARS_EXAMINED characters, where the newest message
+// is: a request's size never buys it more rule time.
+import { RE2JS } from 're2js';
+
+/** Characters of the prompt (its end) that text conditions examine. */
+export const PROMPT_CHARS_EXAMINED = 4096;
+export const MAX_KEYWORDS = 256;
+export const MAX_KEYWORD_CHARS = 128;
+export const MAX_PATTERN_CHARS = 512;
+
+export const TEXT_OPERATORS = ['containsAny', 'matches'] as const;
+export type TextOperator = (typeof TEXT_OPERATORS)[number];
+export const isTextOperator = (name: string): name is TextOperator => (TEXT_OPERATORS as readonly string[]).includes(name);
+
+export type TextTest = (text: string) => boolean;
+
+const examined = (text: string) => (text.length > PROMPT_CHARS_EXAMINED ? text.slice(text.length - PROMPT_CHARS_EXAMINED) : text);
+
+/** Why `value` can't be the operand of `operator`, or null when it can. */
+export function textOperandProblem(operator: TextOperator, value: unknown): string | null {
+  if (operator === 'containsAny') {
+    if (!Array.isArray(value) || value.length === 0) return 'containsAny takes a non-empty list of keywords, e.g. [sql, select, "join on"]';
+    if (value.length > MAX_KEYWORDS) return `containsAny takes at most ${MAX_KEYWORDS} keywords, not ${value.length}`;
+    for (const keyword of value) {
+      if (typeof keyword !== 'string' || keyword.trim().length === 0) return `containsAny keywords must be non-empty strings, not ${JSON.stringify(keyword)}`;
+      if (keyword.length > MAX_KEYWORD_CHARS) return `a containsAny keyword may have at most ${MAX_KEYWORD_CHARS} characters`;
+    }
+    return null;
+  }
+  if (typeof value !== 'string' || value.length === 0) return 'matches takes a regular expression as a string, e.g. "(?i)\\bselect\\b.+\\bfrom\\b"';
+  if (value.length > MAX_PATTERN_CHARS) return `a matches pattern may have at most ${MAX_PATTERN_CHARS} characters`;
+  try {
+    RE2JS.compile(value);
+  } catch (error) {
+    return `not a linear-time (RE2) regular expression: ${(error as Error).message} (RE2 has no backreferences or lookaround)`;
+  }
+  return null;
+}
+
+/** A compiled test for `operator` with `value` (checked with textOperandProblem first). */
+export function compileTextTest(operator: TextOperator, value: unknown): TextTest {
+  const problem = textOperandProblem(operator, value);
+  if (problem) throw new Error(problem);
+  if (operator === 'matches') {
+    const pattern = RE2JS.compile(value as string);
+    return (text) => typeof text === 'string' && pattern.matcher(examined(text)).find();
+  }
+  const keywords = new KeywordSet(value as string[]);
+  return (text) => typeof text === 'string' && keywords.foundIn(examined(text));
+}
+
+interface Ending {
+  readonly length: number;
+  readonly wordStart: boolean;
+  readonly wordEnd: boolean;
+}
+
+const isWordCode = (c: number) => (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95;
+const lower = (c: number) => (c >= 65 && c <= 90 ? c + 32 : c);
+
+/**
+ * Aho–Corasick over the keywords, ASCII letters folded to lower case: one
+ * pass over the text whatever the number of keywords. A keyword counts only
+ * as a whole word (not "select" inside "selection").
+ */
+class KeywordSet {
+  private readonly next: Map<number, number>[] = [new Map()];
+  private readonly fail: number[] = [0];
+  /** The keywords that end at each state (its own and, through fail links, shorter ones). */
+  private readonly ends: Ending[][] = [[]];
+
+  constructor(keywords: readonly string[]) {
+    for (const keyword of keywords) {
+      let state = 0;
+      for (let i = 0; i < keyword.length; i++) {
+        const c = lower(keyword.charCodeAt(i));
+        let to = this.next[state].get(c);
+        if (to === undefined) {
+          to = this.next.length;
+          this.next.push(new Map());
+          this.fail.push(0);
+          this.ends.push([]);
+          this.next[state].set(c, to);
+        }
+        state = to;
+      }
+      // A boundary is needed only where the keyword's own edge is a word character ("c++" may be followed by anything).
+      this.ends[state].push({ length: keyword.length, wordStart: isWordCode(keyword.charCodeAt(0)), wordEnd: isWordCode(keyword.charCodeAt(keyword.length - 1)) });
+    }
+    // Breadth first: a state's fail link is the longest proper suffix that is also a prefix.
+    const queue: number[] = [...this.next[0].values()];
+    for (let head = 0; head < queue.length; head++) {
+      const state = queue[head];
+      for (const [c, to] of this.next[state]) {
+        let f = this.fail[state];
+        while (f !== 0 && !this.next[f].has(c)) f = this.fail[f];
+        const candidate = this.next[f].get(c);
+        this.fail[to] = candidate !== undefined && candidate !== to ? candidate : 0;
+        this.ends[to].push(...this.ends[this.fail[to]]);
+        queue.push(to);
+      }
+    }
+  }
+
+  foundIn(text: string): boolean {
+    let state = 0;
+    for (let i = 0; i < text.length; i++) {
+      const c = lower(text.charCodeAt(i));
+      while (state !== 0 && !this.next[state].has(c)) state = this.fail[state];
+      state = this.next[state].get(c) ?? 0;
+      const ends = this.ends[state];
+      if (ends.length === 0) continue;
+      const wordAfter = i + 1 < text.length && isWordCode(text.charCodeAt(i + 1));
+      for (const end of ends) {
+        if (end.wordEnd && wordAfter) continue;
+        const start = i - end.length + 1;
+        if (!end.wordStart || start === 0 || !isWordCode(text.charCodeAt(start - 1))) return true;
+      }
+    }
+    return false;
+  }
+}
