@@ -32,6 +32,7 @@ export async function runExperiment(argv: string[]): Promise<number> {
   const name = positionals[0];
   const chosen = name === 'all' ? EXPERIMENTS : [experimentNamed(name)];
   if (!chosen[0]) throw new UsageError(`unknown experiment "${name}"; known: ${EXPERIMENTS.map((e) => e.name).join(', ')}, all`);
+  if (name !== 'all' && chosen[0].name !== name) console.error(`experiment "${name}" is now called "${chosen[0].name}"; the old name will go in a later release`);
   const seed = Number(values.seed);
   if (!Number.isInteger(seed)) throw new UsageError(`--seed must be an integer, not "${values.seed}"`);
   const scale = Number(values.scale);

@@ -30,6 +30,8 @@ export interface ExperimentReport {
 
 export interface Experiment {
   readonly name: string;
+  /** Former names, still accepted by `switchyard experiment`. */
+  readonly aliases?: readonly string[];
   /** The reference text's letter (section 11). */
   readonly letter: string;
   readonly title: string;

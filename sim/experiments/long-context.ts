@@ -72,7 +72,13 @@ export const longContext: Experiment = {
         x: { field: 'rate', type: 'quantitative' as const, title: 'offered load (req/s)' },
         y: { field, type: 'quantitative' as const, title, scale: { type: 'log' as const } },
         color: { field: 'strategy', type: 'nominal' as const, title: 'strategy' },
-        strokeDash: { field: 'setup', type: 'nominal' as const, title: 'pools', sort: ['one pool', 'segregated'], legend: { symbolType: 'stroke', symbolStrokeWidth: 2 } },
+        strokeDash: { field: 'setup', type: 'nominal' as const, title: 'pools', sort: ['one pool', 'segregated'], legend: {
+            symbolType: 'stroke',
+            symbolStrokeWidth: 2,
+            symbolSize: 400,
+            // The dash legend has no colour of its own: draw its swatches in grey, or they are invisible.
+            encode: { symbols: { update: { stroke: { value: '#555' } } } },
+          } },
       },
     });
     const spec = {

@@ -90,7 +90,7 @@ export const lora: Experiment = {
           height: 220,
           mark: { type: 'bar' as const },
           encoding: {
-            y: { field: 'policy', type: 'nominal' as const, title: null, sort: variants.map((v) => v[0]), axis: { labelLimit: 300 } },
+            y: { field: 'policy', type: 'nominal' as const, title: null, sort: variants.map((v) => v[0]), axis: { labelLimit: 400 } },
             x: { field: 'distinct_adapters_per_batch', type: 'quantitative' as const, title: 'mean distinct adapters per batch' },
             yOffset: { field: 'load', type: 'nominal' as const },
             color: { field: 'load', type: 'nominal' as const, title: 'offered load' },

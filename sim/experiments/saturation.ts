@@ -1,7 +1,8 @@
-// C. The cascade (reference text, sections 8 and 11): excluding saturated
-// replicas versus deprioritizing them, under rising bursty load. Excluding
-// one pushes its load onto the rest, which saturate in turn; when all are
-// out, requests are refused although the engines could have queued them.
+// C. Saturation (docs/experiments.md): excluding saturated replicas versus
+// deprioritizing them, under rising bursty load. Excluding one pushes its
+// load onto the rest, which saturate in turn (a saturation cascade); when all
+// are out, requests are refused although the engines could have queued them.
+// Named `cascade` before: that name now means model cascades, and stays as an alias.
 import type { TimelineRow } from '../simulator/simulator.ts';
 import type { WorkloadSpec } from '../workload/load.ts';
 import { BASELINES, frac, markdownTable, ms, runOnce, scaled, type Experiment, type ExperimentOptions, type Row } from './experiment.ts';
@@ -21,8 +22,9 @@ export function burstyWorkload(requests: number, rate: number): WorkloadSpec {
 
 const pct = (x: string | number) => `${(Number(x) * 100).toFixed(1)}%`;
 
-export const cascade: Experiment = {
-  name: 'cascade',
+export const saturation: Experiment = {
+  name: 'saturation',
+  aliases: ['cascade'],
   letter: 'C',
   title: 'Excluding saturated replicas versus deprioritizing them',
   run(options: ExperimentOptions) {
@@ -61,12 +63,22 @@ export const cascade: Experiment = {
         });
         if (keep) {
           for (const s of samples) {
-            timeline.push({ mode: exclude ? 'exclude saturated' : 'deprioritize saturated', t_s: s.tS, saturated: s.saturated, rejected_per_s: s.rejected * 4, completed_per_s: s.completed * 4 });
+            timeline.push({ mode: exclude ? 'exclude saturated' : 'deprioritize saturated', policy: label, t_s: s.tS, saturated: s.saturated, rejected_per_s: s.rejected * 4, completed_per_s: s.completed * 4 });
           }
         }
       }
     }
 
+    // One colour per policy in every panel: the timeline's two modes are the sweep's first two policies.
+    const policies = [...new Set(rows.map((r) => String(r.policy)))];
+    const palette = ['#4c78a8', '#e45756', '#54a24b', '#b279a2', '#9d755d', '#72b7b2'];
+    const color = (shown: number) => ({
+      field: 'policy',
+      type: 'nominal' as const,
+      title: null,
+      scale: { domain: policies.slice(0, shown), range: palette.slice(0, shown) },
+      legend: { orient: 'bottom' as const, columns: 3 },
+    });
     const at = (rate: number, label: string) => rows.find((r) => r.rate === rate && String(r.policy).startsWith(label))!;
     const plotRows = rows.map((r) => ({ ...r, rejected_pct: Number(r.rejected_share) * 100 }));
     const sweepPanel = (field: string, title: string) => ({
@@ -76,7 +88,7 @@ export const cascade: Experiment = {
       encoding: {
         x: { field: 'rate', type: 'quantitative' as const, title: 'offered load (req/s, bursty)' },
         y: { field, type: 'quantitative' as const, title },
-        color: { field: 'policy', type: 'nominal' as const, title: null, legend: { orient: 'bottom' as const, columns: 3 } },
+        color: color(policies.length),
         strokeDash: { condition: { test: "indexof(datum.policy, 'baseline') >= 0", value: [3, 3] }, value: [1, 0] },
       },
     });
@@ -93,14 +105,14 @@ export const cascade: Experiment = {
       encoding: {
         x: { field: 't_s', type: 'quantitative' as const, title: 'virtual time (s), sampled every 250 ms', scale: { domain: [windowStart, windowEnd], nice: false } },
         y: { field, type: 'quantitative' as const, title, ...(mark === 'area' ? { stack: null } : {}) },
-        color: { field: 'mode', type: 'nominal' as const, title: null, scale: { range: ['#4c78a8', '#e45756'] } },
+        color: color(2),
       },
     });
     const spec = {
       title: { text: 'C. Excluding vs deprioritizing saturated replicas (4 × 8B, gamma arrivals, cv 4)' },
       vconcat: [
         { data: { values: plotRows }, hconcat: [sweepPanel('rejected_pct', 'requests rejected (%)'), sweepPanel('goodput_rps', 'completed requests/s')] },
-        { title: { text: `The cascade at ${TIMELINE_RATE} req/s, ${windowStart}–${windowEnd} s: replicas marked saturated (and, with exclusion, taken out), and refusals`, fontSize: 12 }, vconcat: [timelinePanel('saturated', 'saturated replicas', 'area'), timelinePanel('rejected_per_s', 'rejected per s', 'line')] },
+        { title: { text: `The saturation cascade at ${TIMELINE_RATE} req/s, ${windowStart}–${windowEnd} s: replicas marked saturated (and, with exclusion, taken out), and refusals`, fontSize: 12 }, vconcat: [timelinePanel('saturated', 'saturated replicas', 'area'), timelinePanel('rejected_per_s', 'rejected per s', 'line')] },
       ],
       resolve: { scale: { color: 'independent' } },
     };
