@@ -2,7 +2,7 @@
 // take the one with the lower load score. Nearly as good as least-loaded with
 // fresh signals, and far more robust when signals are stale or several
 // routers decide at once (no herding on one "least loaded" replica).
-import { loadScore, sampleTwo, type LoadScoreWeights, type StrategyDefinition } from '../sdk/index.ts';
+import { formatPair, loadScore, sampleTwo, type LoadScoreWeights, type StrategyDefinition } from '../sdk/index.ts';
 
 interface Config {
   weights: Partial<{ kv_usage: number; queue: number; running: number }> | null;
@@ -40,9 +40,10 @@ export default {
         const scoreA = loadScore(a, weights);
         const scoreB = loadScore(b, weights);
         const chosen = scoreB < scoreA ? b : a;
+        const [low, high] = formatPair(Math.min(scoreA, scoreB), Math.max(scoreA, scoreB));
         return {
           replica: chosen.id,
-          reason: a === b ? 'only candidate' : `lower load score of two sampled (${Math.min(scoreA, scoreB).toFixed(3)} vs ${Math.max(scoreA, scoreB).toFixed(3)})`,
+          reason: a === b ? 'only candidate' : `lower load score of two sampled (${low} vs ${high})`,
           alternatives: a === b ? [{ replica: a.id, score: scoreA }] : [{ replica: a.id, score: scoreA }, { replica: b.id, score: scoreB }],
         };
       },

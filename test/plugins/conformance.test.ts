@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import { BUILTIN_STRATEGIES } from '../../core/plugins/builtins.ts';
 import prefixAffinity from '../../plugins/prefix-affinity.ts';
 import { assertConformance, candidate, context, fleet, request, runConformance } from '../../sdk/testkit/index.ts';
+import { formatPair } from '../../sdk/index.ts';
 import type { StrategyDefinition } from '../../sdk/types.ts';
 
 for (const definition of BUILTIN_STRATEGIES) {
@@ -123,4 +124,10 @@ test('prefix-affinity: a full prefix memory stays bounded and fast (eviction in 
   assert.ok(memory.size <= 20_000, `${memory.size} entries kept`);
   // One entry at a time from the front of a Map took seconds here; batches take ~0.1 s.
   assert.ok(elapsed < 4000, `${elapsed.toFixed(0)} ms for 5,000 requests`);
+});
+
+test('reasons tell close loads apart: power-of-two never prints two different scores as equal', () => {
+  assert.deepEqual(formatPair(0.0001, 0.0003), ['0.0001', '0.0003']);
+  assert.deepEqual(formatPair(0.25, 0.5), ['0.250', '0.500']);
+  assert.deepEqual(formatPair(0.1234, 0.1234), ['0.123', '0.123']);
 });
