@@ -1,6 +1,9 @@
-// Dispatches `switchyard <command>`.
+// Dispatches `switchyard <command>`. Whatever goes wrong, a person sees one
+// clear line and an exit code (2: a usage mistake, 1: anything else), never
+// a stack trace.
+import { readFileSync } from 'node:fs';
 import { runExplain } from './explain.ts';
-import { UsageError, USAGE } from './usage.ts';
+import { oneLine, UsageError, USAGE } from './usage.ts';
 import { runValidate } from './validate.ts';
 
 type Command = (argv: string[]) => Promise<number | void> | number | void;
@@ -14,9 +17,18 @@ const commands: Record<string, () => Promise<Command>> = {
   experiment: async () => (await import('./experiment.ts')).runExperiment,
 };
 
+/** The version in package.json: the one source of truth for releases. */
+export function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
 
 export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
+  if (name === '--version' || name === '-v' || name === 'version') {
+    console.log(`switchyard ${version()}`);
+    return 0;
+  }
   if (!name || name === '--help' || name === '-h' || name === 'help') {
     console.log(USAGE);
     return name ? 0 : 2;
@@ -30,10 +42,11 @@ export async function main(argv: string[]): Promise<number> {
     const code = await (await load())(rest);
     return typeof code === 'number' ? code : 0;
   } catch (error) {
-    if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+    if (error instanceof UsageError || (error as { code?: string })?.code?.startsWith?.('ERR_PARSE_ARGS')) {
       console.error(`switchyard ${name}: ${(error as Error).message}`);
       return 2;
     }
-    throw error;
+    console.error(`switchyard ${name}: ${oneLine(error)}`);
+    return 1;
   }
 }

@@ -1,59 +1,83 @@
 // `switchyard serve`: run the router until SIGTERM (graceful) or SIGINT.
-import { parseArgs } from 'node:util';
+// Every flag can also come from the environment (settings.ts); start-up
+// failures are one line and exit code 1, and the ports are tried before the
+// policy loads so that a busy port is reported at once.
+import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import type { Logger as SdkLogger } from '../sdk/index.ts';
 import { routerLogger } from '../core/observe/logger.ts';
+import { DEFAULT_WATCHDOG_MS, startWatchdog } from '../core/observe/watchdog.ts';
 import { formatProblem, PolicyError } from '../core/policy/problems.ts';
 import { PolicyStore } from '../core/policy/store.ts';
+import { checkAdminOptions, DEFAULT_ADMIN_HOST, DEFAULT_ADMIN_PORT } from '../core/serve/admin-listener.ts';
 import { startRouter } from '../core/serve/server.ts';
 import { EmbeddedFleet } from '../sim/emulator/embedded-fleet.ts';
-import { UsageError } from './usage.ts';
+import { parseArgsOptions, portSetting, positiveSetting, resolveSettings, settingsHelp, type Setting } from './settings.ts';
+import { oneLine, UsageError } from './usage.ts';
 
-const HELP = `Usage: switchyard serve [--policies DIR] [--port 8080] [--host 127.0.0.1] [--log-level info] [--emulator-speed 1]
-                        [--control-plane URL [--control-plane-ttl-ms 30000] [--state-dir DIR]]
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-  --policies DIR        policy directory (default: policies/)
-  --port N              port to listen on (default 8080; 0 picks a free one)
-  --host H              address to listen on (default 127.0.0.1; 0.0.0.0 for all)
-  --log-level L         fatal, error, warn, info, debug or silent (default info)
-  --emulator-speed X    run emulate:// replicas X times faster than real engines (default 1)
-  --control-plane URL   take models and pools (a kind: routing-table document) from this URL too
-  --control-plane-ttl-ms N   how often to ask it (default 30000)
-  --state-dir DIR       where the last good routing table is kept across restarts
+export const SERVE_SETTINGS: readonly Setting[] = [
+  { flag: 'policies', arg: 'DIR', env: ['SWITCHYARD_POLICIES'], default: 'policies', help: 'policy directory' },
+  { flag: 'port', arg: 'N', env: ['SWITCHYARD_PORT', 'PORT'], default: '8080', help: 'public port (0 picks a free one)' },
+  { flag: 'host', arg: 'H', env: ['SWITCHYARD_HOST'], default: '127.0.0.1', help: 'public address (0.0.0.0 for all)' },
+  { flag: 'admin-port', arg: 'N', env: ['SWITCHYARD_ADMIN_PORT'], default: String(DEFAULT_ADMIN_PORT), help: 'admin listener port: /admin/*, probes, /metrics' },
+  { flag: 'admin-host', arg: 'H', env: ['SWITCHYARD_ADMIN_HOST'], default: DEFAULT_ADMIN_HOST, help: 'admin listener address; beyond loopback it needs SWITCHYARD_ADMIN_TOKEN' },
+  { flag: 'log-level', arg: 'L', env: ['SWITCHYARD_LOG_LEVEL'], default: 'info', help: LOG_LEVELS.join(', ') },
+  { flag: 'emulator-speed', arg: 'X', env: ['SWITCHYARD_EMULATOR_SPEED'], default: '1', help: 'run emulate:// replicas X times faster than real engines' },
+  { flag: 'control-plane', arg: 'URL', env: ['SWITCHYARD_CONTROL_PLANE'], help: 'take models and pools (a kind: routing-table document) from this URL too' },
+  { flag: 'control-plane-ttl-ms', arg: 'N', env: ['SWITCHYARD_CONTROL_PLANE_TTL_MS'], default: '30000', help: 'how often to ask it' },
+  { flag: 'state-dir', arg: 'DIR', env: ['SWITCHYARD_STATE_DIR'], help: 'where the last good routing table is kept across restarts' },
+  { flag: 'watchdog-ms', arg: 'N', env: ['SWITCHYARD_WATCHDOG_MS'], default: String(DEFAULT_WATCHDOG_MS), help: 'exit when the event loop is blocked this long (0: off)' },
+];
+
+const HELP = `Usage: switchyard serve [options]
+
+${settingsHelp(SERVE_SETTINGS)}
+
+A flag wins over its environment variable; SWITCHYARD_PORT wins over PORT.
+
+Environment only:
+  SWITCHYARD_ADMIN_TOKEN   when set, /admin/* needs "Authorization: Bearer TOKEN";
+                           required when --admin-host is not a loopback address
 
 Policies and plugins are watched: a change applies without a restart, a broken
-one is refused and the running policy kept. SIGHUP or POST /admin/reload reloads now.
-
-Environment: SWITCHYARD_ADMIN_TOKEN protects /admin/* (without it, loopback only).`;
+one is refused and the running policy kept. SIGHUP or POST /admin/reload (on the
+admin listener) reloads now and answers live, unchanged or refused.`;
 
 export async function runServe(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      policies: { type: 'string', default: 'policies' },
-      port: { type: 'string', default: '8080' },
-      host: { type: 'string', default: '127.0.0.1' },
-      'log-level': { type: 'string', default: 'info' },
-      'emulator-speed': { type: 'string', default: '1' },
-      'control-plane': { type: 'string' },
-      'control-plane-ttl-ms': { type: 'string', default: '30000' },
-      'state-dir': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (values.help) {
+  const { values: flags } = parseArgs({ args: argv, options: { ...parseArgsOptions(SERVE_SETTINGS), help: { type: 'boolean', short: 'h' } } });
+  if (flags.help) {
     console.log(HELP);
     return 0;
   }
-  const port = Number(values.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be a port number, not "${values.port}"`);
-  const speed = Number(values['emulator-speed']);
-  if (!(speed > 0)) throw new UsageError(`--emulator-speed must be a positive number, not "${values['emulator-speed']}"`);
-  const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-  if (!levels.includes(values['log-level']!)) throw new UsageError(`--log-level must be one of ${levels.join(', ')}`);
+  const values = resolveSettings(SERVE_SETTINGS, flags);
+  const port = portSetting('port', values.port);
+  const adminPort = portSetting('admin-port', values['admin-port']);
+  const host = values.host!;
+  const adminHost = values['admin-host']!;
+  const speed = positiveSetting('emulator-speed', values['emulator-speed']);
+  const ttlMs = positiveSetting('control-plane-ttl-ms', values['control-plane-ttl-ms']);
+  const watchdogMs = values['watchdog-ms'] === '0' ? 0 : positiveSetting('watchdog-ms', values['watchdog-ms']);
+  if (!LOG_LEVELS.includes(values['log-level']!)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}, not "${values['log-level']}"`);
+  const adminToken = process.env.SWITCHYARD_ADMIN_TOKEN || undefined;
+  const admin = { port: adminPort, host: adminHost, token: adminToken };
+  try {
+    checkAdminOptions(admin);
+  } catch (error) {
+    console.error(`switchyard serve: ${(error as Error).message}`);
+    return 1;
+  }
 
-  const ttlMs = Number(values['control-plane-ttl-ms']);
-  if (!(ttlMs > 0)) throw new UsageError(`--control-plane-ttl-ms must be a positive number, not "${values['control-plane-ttl-ms']}"`);
+  // Before the policy loads (which may take a while with plugins): a busy port now is one line now.
+  for (const [what, h, p] of [['port', host, port], ['admin port', adminHost, adminPort]] as const) {
+    const problem = await bindProblem(h, p);
+    if (problem) {
+      console.error(`switchyard serve: cannot listen on ${h}:${p} (${what}): ${problem}`);
+      return 1;
+    }
+  }
 
   const log = routerLogger({ level: values['log-level'] });
   const storeLog: SdkLogger = { info: (message, fields) => log.info(fields ?? {}, message), warn: (message, fields) => log.warn(fields ?? {}, message) };
@@ -70,20 +94,35 @@ export async function runServe(argv: string[]): Promise<number> {
   } catch (error) {
     if (!(error instanceof PolicyError)) throw error;
     for (const problem of error.problems) console.error(formatProblem(problem));
-    console.error(`serve: the policies in ${values.policies} are invalid; nothing was started`);
+    console.error(`switchyard serve: the policies in ${values.policies} are invalid; nothing was started`);
     return 1;
   }
-  await store.watch();
-  const router = await startRouter({
-    policy: store,
-    port,
-    host: values.host,
-    logger: log,
-    replicas: new EmbeddedFleet({ speed, host: '127.0.0.1' }),
-    adminToken: process.env.SWITCHYARD_ADMIN_TOKEN || undefined,
+  let router: Awaited<ReturnType<typeof startRouter>>;
+  try {
+    await store.watch();
+    router = await startRouter({
+      policy: store,
+      port,
+      host,
+      logger: log,
+      replicas: new EmbeddedFleet({ speed, host: '127.0.0.1' }),
+      admin,
+    });
+  } catch (error) {
+    await store.close();
+    const e = error as { code?: string; address?: string; port?: number };
+    const where = e.code === 'EADDRINUSE' || e.code === 'EACCES' || e.code === 'EADDRNOTAVAIL' ? `cannot listen on ${e.address ?? '?'}:${e.port ?? '?'}: ` : 'could not start: ';
+    console.error(`switchyard serve: ${where}${oneLine(error)}`);
+    return 1;
+  }
+  const watchdog = watchdogMs > 0 ? startWatchdog({ thresholdMs: watchdogMs, name: 'switchyard serve' }) : undefined;
+  router.app.log.info({ url: router.url, admin: router.adminUrl, policies: values.policies, replicas: store.current().replicas.size, watchdogMs }, 'switchyard is routing');
+  process.on('SIGHUP', () => {
+    void store.reload('SIGHUP').then(
+      (outcome) => router.app.log.info({ result: outcome.result, errors: outcome.errors }, `SIGHUP: policy ${outcome.result}`),
+      (error) => router.app.log.error({ err: error }, 'SIGHUP: reload failed'),
+    );
   });
-  router.app.log.info({ url: router.url, policies: values.policies, replicas: store.current().replicas.size }, 'switchyard is routing');
-  process.on('SIGHUP', () => void store.reload('SIGHUP'));
 
   return new Promise<number>((resolve) => {
     const stop = (signal: string) => {
@@ -91,15 +130,29 @@ export async function runServe(argv: string[]): Promise<number> {
       router
         .close()
         .then(() => store.close())
+        .then(() => watchdog?.stop())
         .then(
-        () => resolve(0),
-        (error) => {
-          router.app.log.error({ err: error }, 'shutdown failed');
-          resolve(1);
-        },
-      );
+          () => resolve(0),
+          (error) => {
+            router.app.log.error({ err: error }, 'shutdown failed');
+            resolve(1);
+          },
+        );
     };
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
+  });
+}
+
+/** Why `host:port` can't be bound right now, or undefined when it can (it is released again at once). */
+function bindProblem(host: string, port: number): Promise<string | undefined> {
+  if (port === 0) return Promise.resolve(undefined);
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once('error', (error: NodeJS.ErrnoException) => {
+      const why = error.code === 'EADDRINUSE' ? 'the address is already in use' : error.code === 'EACCES' ? 'permission denied' : error.code === 'EADDRNOTAVAIL' ? 'no such local address' : oneLine(error);
+      resolve(why);
+    });
+    probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve(undefined)));
   });
 }

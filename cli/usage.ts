@@ -16,3 +16,11 @@ Commands:
   experiment NAME [--out DIR]                                     the reference text's experiments B-F
 
 Run 'switchyard <command> --help' for a command's options.`;
+
+/** An error as one line: its message (and code), without the stack. */
+export function oneLine(error: unknown): string {
+  const e = error as { message?: unknown; code?: unknown } | null;
+  const message = typeof e?.message === 'string' && e.message ? e.message : String(error);
+  const first = message.split('\n')[0].slice(0, 500);
+  return typeof e?.code === 'string' && !first.includes(e.code) ? `${first} (${e.code})` : first;
+}

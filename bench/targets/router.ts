@@ -15,6 +15,6 @@ const files = {
 };
 const loaded = loadPolicyTexts(files, { registry: builtinRegistry });
 if (!loaded.snapshot) throw new Error('bench policy invalid');
-const router = await startRouter({ policy: fixedPolicy(loaded.snapshot), port: 0, logger: routerLogger({ destination: '/dev/null' }) });
+const router = await startRouter({ policy: fixedPolicy(loaded.snapshot), port: 0, admin: { port: 0 }, logger: routerLogger({ destination: '/dev/null' }) });
 reportCpuOnRequest();
 process.send?.({ url: router.url });

@@ -2,7 +2,7 @@
 // from, so a problem found later can be reported as FILE:LINE:COL.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join, relative } from 'node:path';
-import { isMap, isPair, isScalar, LineCounter, parseDocument, type Document, type Node } from 'yaml';
+import { isAlias, isMap, isPair, isScalar, LineCounter, parseDocument, visit, type Document, type Node } from 'yaml';
 import type { PolicyProblem } from './problems.ts';
 
 export type PathSegment = string | number;
@@ -49,7 +49,14 @@ export function parsePolicyText(file: string, text: string): { source?: PolicySo
       })),
     };
   }
-  const data = doc.toJS({ maxAliasCount: 100 });
+  let data: unknown;
+  try {
+    data = doc.toJS({ maxAliasCount: 100 });
+  } catch (error) {
+    // An alias bomb (yaml refuses past maxAliasCount) or any other failure to
+    // build the value: a problem like every other, located at the first alias.
+    return { problems: [{ file, ...position(firstAliasOffset(doc)), message: `YAML: ${firstLine((error as Error)?.message ?? String(error))}` }] };
+  }
   return {
     problems: [],
     source: { file, text, data, locate: (path, key) => position(offsetOf(doc, path, key)) },
@@ -74,6 +81,17 @@ function offsetOf(doc: Document, path: readonly PathSegment[], key?: string): nu
     const pair = node.items.find((item) => isPair(item) && isScalar(item.key) && item.key.value === key);
     if (pair && isPair(pair)) offset = rangeStart(pair.key) ?? offset;
   }
+  return offset;
+}
+
+function firstAliasOffset(doc: Document): number {
+  let offset = 0;
+  visit(doc, {
+    Alias(_key, node) {
+      if (isAlias(node)) offset = node.range?.[0] ?? 0;
+      return visit.BREAK;
+    },
+  });
   return offset;
 }
 

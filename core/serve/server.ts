@@ -9,7 +9,8 @@ import { LiveFleet } from '../fleet/live-fleet.ts';
 import { DecisionLog } from '../observe/decision-log.ts';
 import { RouterMetrics } from '../observe/metrics.ts';
 import type { Pool, Snapshot } from '../policy/snapshot.ts';
-import { adminGuard, registerAdminRoutes } from './admin-routes.ts';
+import { startAdminListener, type AdminListenerOptions } from './admin-listener.ts';
+import { registerProbeRoutes, type AdminHooks } from './admin-routes.ts';
 import { registerExplorerRoutes } from './explorer-routes.ts';
 import { ColdLoads } from './cold-loads.ts';
 import { errorHandler, notFoundHandler } from './http-errors.ts';
@@ -34,7 +35,11 @@ export interface RouterOptions {
   readonly host?: string;
   /** Pino options, a logger, or false for silence. */
   readonly logger?: boolean | Record<string, unknown> | FastifyBaseLogger;
-  readonly adminToken?: string;
+  /**
+   * The admin listener (/admin/*, probes, /metrics): default 127.0.0.1:8081;
+   * false for none. The public listener never serves /admin/*.
+   */
+  readonly admin?: AdminListenerOptions | false;
   /**
    * Where each replica is reached. The default takes `url` as it is; the CLI
    * passes the emulated fleet here so that `emulate://` replicas resolve to
@@ -50,6 +55,9 @@ export interface RouterOptions {
 export interface Router {
   readonly app: FastifyInstance;
   readonly url: string;
+  /** The admin listener's app and base URL (absent with `admin: false`). */
+  readonly admin?: FastifyInstance;
+  readonly adminUrl?: string;
   readonly fleet: LiveFleet;
   readonly replicas: ReplicaAddresses;
   readonly metrics: RouterMetrics;
@@ -119,33 +127,33 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   app.get('/v1/models', modelsHandler(() => options.policy.current()));
 
   let closing = false;
-  registerAdminRoutes(
-    app,
-    {
-      state: () => routerState(options.policy, fleet, coldLoads),
-      decisions: (limit) => decisions.recent(limit),
-      reload: async () => (options.policy.reload ? options.policy.reload('admin') : { result: 'unsupported', message: 'this policy source does not reload' }),
-      setDraining: (id, draining) => fleet.setDraining(id, draining),
-      metrics: async () => {
-        refreshReplicaGauges(metrics, options.policy.current(), fleet);
-        return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
-      },
-      ready: () => !closing,
+  const hooks: AdminHooks = {
+    state: () => routerState(options.policy, fleet, coldLoads),
+    decisions: (limit) => decisions.recent(limit),
+    reload: async () => (options.policy.reload ? options.policy.reload('admin') : { result: 'unsupported', message: 'this policy source does not reload' }),
+    setDraining: (id, draining) => fleet.setDraining(id, draining),
+    metrics: async () => {
+      refreshReplicaGauges(metrics, options.policy.current(), fleet);
+      return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
     },
-    options.adminToken,
-  );
+    ready: () => !closing,
+  };
+  // Probes and /metrics stay on the public port (docs/serving.md says why); /admin/* does not.
+  registerProbeRoutes(app, hooks);
 
-  registerExplorerRoutes(
-    app,
-    {
-      stream: decisions.stream,
-      snapshot: () => options.policy.current(),
-      policyStatus: () => options.policy.status?.() ?? {},
-      fleet: () => fleet,
-      explainEnv: () => createEnv({ seed: 1 }),
-    },
-    adminGuard(options.adminToken),
-  );
+  // The decision explorer is an admin page: it goes on the admin listener with the rest.
+  const explorer = (adminApp: FastifyInstance, guard: Parameters<typeof registerExplorerRoutes>[2]) =>
+    registerExplorerRoutes(
+      adminApp,
+      {
+        stream: decisions.stream,
+        snapshot: () => options.policy.current(),
+        policyStatus: () => options.policy.status?.() ?? {},
+        fleet: () => fleet,
+        explainEnv: () => createEnv({ seed: 1 }),
+      },
+      guard,
+    );
 
   options.policy.on?.('reload', (outcome) => metrics.policyReloads.inc({ result: outcome.result! }));
   options.policy.on?.('control-plane', (status) => metrics.setControlPlaneUp(status.state === 'ok'));
@@ -158,10 +166,25 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     })().catch((error) => app.log.error({ err: error }, 'applying the new policy to the fleet failed'));
   });
 
-  const address = await app.listen({ port: options.port ?? 8080, host: options.host ?? '127.0.0.1' });
+  let admin: Awaited<ReturnType<typeof startAdminListener>> | undefined;
+  let address: string;
+  try {
+    if (options.admin !== false) admin = await startAdminListener(options.admin ?? {}, hooks, app.log, explorer);
+    address = await app.listen({ port: options.port ?? 8080, host: options.host ?? '127.0.0.1' });
+  } catch (error) {
+    // Nothing half-started stays behind: the caller reports one line and exits.
+    await admin?.app.close();
+    await app.close();
+    await fleet.stop();
+    await upstreams.close();
+    await replicas.close();
+    throw error;
+  }
   return {
     app,
     url: address.replace('[::1]', '127.0.0.1'),
+    admin: admin?.app,
+    adminUrl: admin?.url,
     fleet,
     replicas,
     metrics,
@@ -175,6 +198,8 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
       await Promise.race([app.close(), new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
       clearInterval(sweep);
       app.server.closeAllConnections();
+      // Admin last: operators can watch the drain on /admin/state.
+      await admin?.app.close();
       await fleet.stop();
       await upstreams.close();
       await replicas.close();

@@ -48,7 +48,7 @@ test('the decision explorer shows live decisions, their four steps, the fleet, t
   await page.setViewport({ width: 1400, height: 900 });
   const pageErrors: string[] = [];
   page.on('pageerror', (error) => pageErrors.push(String(error)));
-  await page.goto(`${router.url}/admin/explorer`);
+  await page.goto(`${router.adminUrl}/admin/explorer`);
   await page.waitForFunction(() => document.getElementById('stream-status')?.textContent === 'live', { timeout: 20_000 });
 
   // Decisions arrive live, newest first.
@@ -78,7 +78,7 @@ test('the decision explorer shows live decisions, their four steps, the fleet, t
   assert.match(detail, /Admitted: tiny@v1 · pool general · replica r\d/);
   assert.match(detail, /decided by (session-affinity|power-of-two)/);
   // The page shows every alternative the trace weighed, as /admin/decisions has them.
-  const logged = (await (await fetch(`${router.url}/admin/decisions?limit=10`)).json()) as { decisions: { requestId: string; trace: Record<string, { alternatives?: unknown[] }> }[] };
+  const logged = (await (await fetch(`${router.adminUrl}/admin/decisions?limit=10`)).json()) as { decisions: { requestId: string; trace: Record<string, { alternatives?: unknown[] }> }[] };
   const trace = logged.decisions.find((d) => d.requestId === 'explorer-ok-1')!.trace;
   for (const step of ['model', 'pool', 'replica']) {
     const shown = (await page.$$(`#detail [data-step="${step}"] table.alternatives tbody tr`)).length;
@@ -140,7 +140,7 @@ test('the decision explorer shows live decisions, their four steps, the fleet, t
 test('explorer endpoints refuse malformed input with OpenAI-shaped 400s, never a 500', { timeout: 60_000 }, async (t) => {
   const router = await startTestRouter({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': tinyPool() });
   t.after(() => router.close());
-  const post = (body: string, type = 'application/json') => fetch(`${router.url}/admin/explain`, { method: 'POST', headers: { 'content-type': type }, body });
+  const post = (body: string, type = 'application/json') => fetch(`${router.adminUrl}/admin/explain`, { method: 'POST', headers: { 'content-type': type }, body });
   for (const body of ['null', '[]', '"text"', '{"body": 5}', '{"body": {"model": "tiny"}, "headers": {"x": 5}}', '{"body": {"model":"tiny"}, "headers": []}', '{"body": {"model":"tiny"}, "endpoint": "images"}']) {
     const response = await post(body);
     assert.equal(response.status, 400, body);
@@ -152,12 +152,12 @@ test('explorer endpoints refuse malformed input with OpenAI-shaped 400s, never a
   assert.equal(bad.status, 400);
   assert.equal(bad.error.code, 'invalid_request');
   // The page is served; the stream answers as an event stream.
-  const page = await fetch(`${router.url}/admin/explorer`);
+  const page = await fetch(`${router.adminUrl}/admin/explorer`);
   assert.equal(page.status, 200);
   assert.match(page.headers.get('content-type') ?? '', /text\/html/);
   assert.match(page.headers.get('content-security-policy') ?? '', /default-src 'none'/);
   const controller = new AbortController();
-  const stream = await fetch(`${router.url}/admin/decisions/stream`, { signal: controller.signal });
+  const stream = await fetch(`${router.adminUrl}/admin/decisions/stream`, { signal: controller.signal });
   assert.equal(stream.headers.get('content-type'), 'text/event-stream');
   controller.abort();
 });

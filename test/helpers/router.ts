@@ -23,6 +23,8 @@ export interface TestRouter {
   embedded: EmbeddedFleet;
   client: OpenAI;
   url: string;
+  /** The admin listener (loopback, a free port): /admin/*, probes, /metrics. */
+  adminUrl: string;
   close(): Promise<void>;
 }
 
@@ -39,11 +41,11 @@ export async function startTestRouter(
     replicas: embedded,
     scrapeIntervalMs: 50,
     healthIntervalMs: 50,
-    adminToken: options.adminToken,
+    admin: { port: 0, token: options.adminToken },
     env: createEnv({ seed: 1 }),
   });
   const client = new OpenAI({ baseURL: `${router.url}/v1`, apiKey: options.apiKey ?? TEST_KEY, maxRetries: 0, timeout: 20_000 });
-  return { router, embedded, client, url: router.url, close: () => router.close(1000) };
+  return { router, embedded, client, url: router.url, adminUrl: router.adminUrl!, close: () => router.close(1000) };
 }
 
 export async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 5000, what = 'condition'): Promise<void> {

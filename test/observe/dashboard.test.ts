@@ -85,7 +85,7 @@ test('every panel of the Grafana dashboard returns data from a real Prometheus s
   const droppingUrl = `http://127.0.0.1:${(dropper.address() as { port: number }).port}`;
   writePolicy(policies, droppingUrl, 0);
   const routerPort = await freePort();
-  const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', policies, '--port', String(routerPort), '--emulator-speed', '20', '--log-level', 'warn']);
+  const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', policies, '--port', String(routerPort), '--admin-port', '0', '--emulator-speed', '20', '--log-level', 'warn']);
   children.push(router);
   const routerUrl = `http://127.0.0.1:${routerPort}`;
   await waitUntil('the router to be ready', async () => ((await fetch(`${routerUrl}/readyz`)).ok ? true : undefined), 30_000, router);

@@ -202,12 +202,12 @@ test('a cold model: 503 with the long Retry-After, and its load hook called once
 test('admin routes need the token when SWITCHYARD_ADMIN_TOKEN is set', async () => {
   const t = await startTestRouter(files(tinyPool({ replicas: 1 })), { adminToken: 's3cret' });
   try {
-    const denied = await fetch(`${t.url}/admin/state`);
+    const denied = await fetch(`${t.adminUrl}/admin/state`);
     assert.equal(denied.status, 403);
     assert.equal((await json(denied)).error.type, 'permission_error');
-    const allowed = await fetch(`${t.url}/admin/state`, { headers: { authorization: 'Bearer s3cret' } });
+    const allowed = await fetch(`${t.adminUrl}/admin/state`, { headers: { authorization: 'Bearer s3cret' } });
     assert.equal(allowed.status, 200);
-    const drained = await fetch(`${t.url}/admin/replicas/r0/drain`, { method: 'POST', headers: { authorization: 'Bearer s3cret', 'content-type': 'application/json' }, body: '{"draining": true}' });
+    const drained = await fetch(`${t.adminUrl}/admin/replicas/r0/drain`, { method: 'POST', headers: { authorization: 'Bearer s3cret', 'content-type': 'application/json' }, body: '{"draining": true}' });
     assert.equal(drained.status, 200);
     const response = await fetch(`${t.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_KEY}` }, body: JSON.stringify({ model: 'tiny', prompt: 'x' }) });
     assert.equal(response.status, 503, 'the only replica is draining');

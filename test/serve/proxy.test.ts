@@ -100,7 +100,7 @@ test('a client abort reaches the engine, which frees the request', async () => {
   } catch {
     // the abort ends the iteration
   }
-  const decisions = await json(await fetch(`${t.url}/admin/decisions?limit=20`));
+  const decisions = await json(await fetch(`${t.adminUrl}/admin/decisions?limit=20`));
   replica = decisions.decisions.find((d: { trace: { replica?: { reason: string } }; replica: string }) => d.replica)?.replica;
   assert.ok(replica);
   const engines = await Promise.all(['r0', 'r1', 'r2'].map((id) => t.embedded.emulator(id)!));
@@ -110,10 +110,10 @@ test('a client abort reaches the engine, which frees the request', async () => {
 });
 
 test('admin: recent decisions and router state, newest first', async () => {
-  const decisions = await json(await fetch(`${t.url}/admin/decisions?limit=2`));
+  const decisions = await json(await fetch(`${t.adminUrl}/admin/decisions?limit=2`));
   assert.equal(decisions.decisions.length, 2);
   assert.ok(decisions.decisions[0].trace.model);
-  const state = await json(await fetch(`${t.url}/admin/state`));
+  const state = await json(await fetch(`${t.adminUrl}/admin/state`));
   assert.equal(state.policy.generation, 1);
   assert.deepEqual(state.replicas.map((r: { id: string }) => r.id).sort(), ['r0', 'r1', 'r2']);
   assert.ok(state.replicas.every((r: { scrapeAgeMs: number | null }) => r.scrapeAgeMs !== null && r.scrapeAgeMs < 5000));
