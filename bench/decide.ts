@@ -7,10 +7,10 @@ import { createEnv } from '../core/decide/env.ts';
 import { MemoryQuotaStore, type QuotaCost } from '../core/decide/quota.ts';
 import { requestFacts } from '../core/facts/request-facts.ts';
 import type { FleetView, ReplicaState } from '../core/fleet/types.ts';
-import { builtinRegistry } from '../core/plugins/builtins.ts';
-import { loadPolicyTexts } from '../core/policy/load.ts';
-import { formatProblem } from '../core/policy/problems.ts';
+import { buildSnapshot } from '../core/policy/load.ts';
+import { policyInputsFromTexts } from '../core/policy/inputs.ts';
 import { seededRandom } from '../sdk/index.ts';
+import { formatProblem } from '../core/diagnostics/problem.ts';
 
 const dir = new URL('../policies/', import.meta.url);
 const files = Object.fromEntries(['models.yaml', 'pools.yaml', 'rules.yaml', 'settings.yaml', 'tenants.yaml'].map((f) => [f, readFileSync(new URL(f, dir), 'utf8')]));
@@ -19,7 +19,7 @@ function policyWith(replicas: number) {
   const general = /( {4}replicas:\n)((?: {6}- \{ id: l8-general-.*\n)+)/;
   const lines = Array.from({ length: replicas }, (_, i) => `      - { id: l8-general-${i}, url: "http://127.0.0.1:${10000 + i}"${i === 0 ? ', adapters: [team-x-v3]' : ''} }\n`).join('');
   const pools = files['pools.yaml'].replace(general, (_m, head) => head + lines);
-  const result = loadPolicyTexts({ ...files, 'pools.yaml': pools }, { registry: builtinRegistry, seed: 1 });
+  const result = buildSnapshot(policyInputsFromTexts({ ...files, 'pools.yaml': pools }), { seed: 1 });
   if (!result.snapshot) throw new Error(result.problems.map(formatProblem).join('\n'));
   return result.snapshot;
 }

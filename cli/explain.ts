@@ -9,10 +9,10 @@ import { createEnv } from '../core/decide/env.ts';
 import type { StepTrace } from '../core/decide/trace.ts';
 import type { Endpoint } from '../core/facts/request-schemas.ts';
 import { EMPTY_FLEET } from '../core/fleet/types.ts';
-import { loadPolicyDirWithPlugins } from '../core/policy/inputs.ts';
-import { formatProblem } from '../core/policy/problems.ts';
+import { loadPolicy } from '../core/policy/load.ts';
 import { readFleetFile } from './fleet-file.ts';
 import { UsageError } from './usage.ts';
+import { formatProblem } from '../core/diagnostics/problem.ts';
 
 const HELP = `Usage: switchyard explain --policies DIR --request FILE [--header 'Name: value']... [--fleet FILE] [--json] [--seed N]
 
@@ -41,7 +41,7 @@ export async function runExplain(argv: string[]): Promise<number> {
   }
   if (!values.request) throw new UsageError('--request FILE is required (an OpenAI request body)');
 
-  const loaded = await loadPolicyDirWithPlugins(values.policies!, { seed: values.seed });
+  const loaded = await loadPolicy(values.policies!, { seed: values.seed });
   if (!loaded.snapshot) {
     for (const problem of loaded.problems) console.error(formatProblem(problem));
     console.error(`explain: the policies in ${values.policies} are invalid; run 'switchyard validate ${values.policies}'`);

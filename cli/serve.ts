@@ -8,13 +8,13 @@ import { parseArgs } from 'node:util';
 import type { Logger as SdkLogger } from '../sdk/index.ts';
 import { routerLogger } from '../core/observe/logger.ts';
 import { DEFAULT_WATCHDOG_MS, startWatchdog } from '../core/observe/watchdog.ts';
-import { formatProblem, PolicyError } from '../core/policy/problems.ts';
 import { PolicyStore } from '../core/policy/store.ts';
 import { checkAdminOptions, DEFAULT_ADMIN_HOST, DEFAULT_ADMIN_PORT } from '../core/serve/admin-listener.ts';
 import { startRouter } from '../core/serve/server.ts';
 import { EmbeddedFleet } from '../sim/emulator/embedded-fleet.ts';
 import { parseArgsOptions, portSetting, positiveSetting, resolveSettings, settingsHelp, type Setting } from './settings.ts';
 import { oneLine, UsageError } from './usage.ts';
+import { formatProblem, PolicyError } from '../core/diagnostics/problem.ts';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 

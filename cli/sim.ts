@@ -8,9 +8,10 @@ import { formatSummary, resultJson } from '../sim/simulator/report.ts';
 import { simulate } from '../sim/simulator/simulator.ts';
 import { loadWorkloadFile, WorkloadError } from '../sim/workload/load.ts';
 import { PluginLoader } from '../core/plugins/loader.ts';
-import { buildSnapshot, readPolicyInputs } from '../core/policy/inputs.ts';
-import { formatProblem, PolicyError } from '../core/policy/problems.ts';
+import { readPolicyInputs } from '../core/policy/inputs.ts';
+import { buildSnapshot } from '../core/policy/load.ts';
 import { UsageError } from './usage.ts';
+import { formatProblem, PolicyError } from '../core/diagnostics/problem.ts';
 
 const HELP = `Usage: switchyard sim --policies DIR --workload FILE [--seed N] [--out DIR] [options]
 

@@ -1,8 +1,8 @@
 // `switchyard validate [DIR]`: schema and meaning of a policy directory.
 // Each problem as FILE:LINE:COL: message and exit 1; a summary and exit 0.
 import { parseArgs } from 'node:util';
-import { loadPolicyDirWithPlugins } from '../core/policy/inputs.ts';
-import { formatProblem } from '../core/policy/problems.ts';
+import { loadPolicy } from '../core/policy/load.ts';
+import { formatProblem } from '../core/diagnostics/problem.ts';
 
 export async function runValidate(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({ args: argv, allowPositionals: true, options: { help: { type: 'boolean', short: 'h' } } });
@@ -11,7 +11,7 @@ export async function runValidate(argv: string[]): Promise<number> {
     return 0;
   }
   const dir = positionals[0] ?? 'policies';
-  const result = await loadPolicyDirWithPlugins(dir);
+  const result = await loadPolicy(dir);
   if (result.problems.length > 0) {
     for (const problem of result.problems) console.error(formatProblem(problem));
     console.error(`${result.problems.length} problem${result.problems.length === 1 ? '' : 's'} in ${dir}`);

@@ -1,9 +1,9 @@
 // Validates a strategy's config from policy against the plugin's own
 // configSchema, filling in its defaults.
 import type { ValidateFunction } from 'ajv';
-import { ajv } from '../policy/schemas.ts';
 import { oncePer } from '../once-per.ts';
 import type { AnyStrategy } from './registry.ts';
+import { ajv } from '../diagnostics/ajv.ts';
 
 const compiled = oncePer((schema: object): ValidateFunction => {
   // A plugin's $id must not clash with another plugin's in the shared ajv.

@@ -16,11 +16,10 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build, type BuildFailure, type Message, type Plugin } from 'esbuild';
 import { SDK_VERSION } from '../../sdk/types.ts';
 import { definitionProblems, sdkRangeProblem } from '../../sdk/testkit/definition.ts';
-import type { PolicyProblem } from '../policy/problems.ts';
-import { displayPath } from '../policy/source.ts';
 import { BUILTIN_STRATEGIES } from './builtins.ts';
 import { configValidator } from './config.ts';
 import { registryOf, type AnyStrategy, type StrategyRegistry } from './registry.ts';
+import { type PolicyProblem, displayPath } from '../diagnostics/problem.ts';
 
 /** A plugin's file names: modules, not their tests or type declarations; hidden and `_`-prefixed files skipped. */
 const PLUGIN_FILE = /^[^._].*\.(m?ts|m?js)$/;

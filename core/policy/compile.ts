@@ -12,9 +12,9 @@ import { compilePools, createStrategies } from './compile/pools.ts';
 import { compileCascades, compilePoolRules } from './compile/rules.ts';
 import { compileSettings } from './compile/settings.ts';
 import { compileTenants } from './compile/tenants.ts';
-import type { PolicyProblem } from './problems.ts';
 import { versionKey, type Pool, type Snapshot } from './snapshot.ts';
 import type { PolicySource } from './source.ts';
+import type { PolicyProblem } from '../diagnostics/problem.ts';
 
 export type { CheckedSource } from './compile/context.ts';
 

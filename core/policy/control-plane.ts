@@ -10,8 +10,8 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Logger } from '../../sdk/index.ts';
-import { formatProblem, type PolicyProblem } from './problems.ts';
 import { parseRoutingTable, type RoutingTable } from './routing-table.ts';
+import { formatProblem, type PolicyProblem } from '../diagnostics/problem.ts';
 
 export interface ControlPlaneOptions {
   /** Serves a `kind: routing-table` document (YAML or JSON). */

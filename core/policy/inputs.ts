@@ -1,4 +1,4 @@
-// Everything a snapshot is built from, read once: the policy files' texts,
+// Everything a snapshot is built from (load.ts builds it), read once: the policy files' texts,
 // the plugins their settings name (plugin_dirs), and the control plane's
 // routing table. One content hash over all of it: equal hashes, nothing to
 // rebuild. Building then never touches the disk again, so what was hashed is
@@ -6,13 +6,13 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { PluginLoader, type LoadedPlugin, type PluginSet } from '../plugins/loader.ts';
-import type { CompileOptions } from './compile.ts';
-import { loadPolicySources, type LoadResult } from './load.ts';
-import type { PolicyProblem } from './problems.ts';
-import { routingTableSources, type RoutingTable } from './routing-table.ts';
+import { builtinRegistry } from '../plugins/builtins.ts';
+import type { PluginLoader, PluginSet } from '../plugins/loader.ts';
+import type { StrategyRegistry } from '../plugins/registry.ts';
+import type { RoutingTable } from './routing-table.ts';
 import { checkSchema } from './schemas.ts';
-import { displayPath, listPolicyFiles, parsePolicyText, type PolicySource } from './source.ts';
+import { listPolicyFiles, parsePolicyText, type PolicySource } from './source.ts';
+import { type PolicyProblem, displayPath } from '../diagnostics/problem.ts';
 
 export interface PolicyFileText {
   /** Absolute path. */
@@ -71,34 +71,17 @@ export async function readPolicyInputs(dir: string, options: ReadOptions): Promi
   return { dir, files, pluginDirs, plugins, table: options.table, hash: hash.digest('hex').slice(0, 16), problems, unsettled };
 }
 
-/** Compiles read inputs into a snapshot (or the problems that stop it). */
-export function buildSnapshot(inputs: PolicyInputs, options: Omit<CompileOptions, 'registry'>): LoadResult {
-  if (inputs.problems.length) return { problems: inputs.problems, files: inputs.files.map((f) => f.file) };
-  const parsed: { source?: PolicySource; problems: PolicyProblem[] }[] = inputs.files.map((f) => parsePolicyText(f.file, f.text));
-  if (inputs.table) {
-    const table = routingTableSources(inputs.table.origin, inputs.table.text);
-    parsed.push({ problems: table.problems }, ...table.sources.map((source) => ({ source, problems: [] })));
-  }
-  return loadPolicySources(parsed, { ...options, registry: inputs.plugins.registry });
-}
-
 /**
- * `loadPolicyDir` with plugins: the registry is the built-ins plus the
- * plugins of the settings' plugin_dirs (and, when given, a control plane's table).
- * For `validate`, `explain` and a router's first load.
+ * In-memory policy files (name → text) as inputs, with the built-in
+ * strategies (or the given registry) and no plugin directories: for tests,
+ * benchmarks and the simulator's experiments.
  */
-export async function loadPolicyDirWithPlugins(
-  dir: string,
-  options: Omit<CompileOptions, 'registry'> & { loader?: PluginLoader; table?: RoutingTable } = {},
-): Promise<LoadResult & { plugins: readonly LoadedPlugin[] }> {
-  const { loader = new PluginLoader(), table, ...compile } = options;
-  const inputs = await readPolicyInputs(dir, { loader, table });
-  // A loader of its own loads nothing more: its compiled files can go.
-  if (!options.loader) loader.clearCacheDir();
-  if (inputs.unsettled.length) {
-    return { problems: inputs.unsettled.map((file) => ({ file, line: 1, col: 1, message: 'the file changed while it was read (a save in progress?)' })), files: [], plugins: [] };
-  }
-  return { ...buildSnapshot(inputs, compile), plugins: inputs.plugins.plugins };
+export function policyInputsFromTexts(texts: Record<string, string>, options: { registry?: StrategyRegistry } = {}): PolicyInputs {
+  const files = Object.entries(texts).map(([file, text]) => ({ path: file, file, text }));
+  const hash = createHash('sha256');
+  for (const f of files) hash.update(f.file).update('\0').update(f.text).update('\0');
+  const registry = options.registry ?? builtinRegistry;
+  return { dir: '', files, pluginDirs: [], plugins: { plugins: [], registry, problems: [], hash: '' }, hash: hash.digest('hex').slice(0, 16), problems: [], unsettled: [] };
 }
 
 /** A file's text, read so that a save in progress is noticed: undefined when it kept changing. */

@@ -1,12 +1,16 @@
-// Loads a policy directory into a Snapshot: parse every file, check each
-// against its schema, then compile the set. All or nothing: any problem in
-// any file and no snapshot is built, so a broken policy never replaces a
-// good one.
-import { existsSync, statSync } from 'node:fs';
+// The one way a policy becomes a Snapshot: inputs (inputs.ts: read from a
+// directory, or given as texts) are parsed, checked against their schemas,
+// then compiled as a set. All or nothing: any problem in any file and no
+// snapshot is built, so a broken policy never replaces a good one. The
+// PolicyStore, validate, explain, sim, the tests and the benchmarks all come
+// through buildSnapshot.
+import type { PolicyProblem } from '../diagnostics/problem.ts';
+import { PluginLoader, type LoadedPlugin } from '../plugins/loader.ts';
 import { compilePolicy, type CheckedSource, type CompileOptions } from './compile.ts';
-import type { PolicyProblem } from './problems.ts';
+import { readPolicyInputs, type PolicyInputs } from './inputs.ts';
+import { routingTableSources, type RoutingTable } from './routing-table.ts';
 import { checkSchema } from './schemas.ts';
-import { displayPath, listPolicyFiles, parsePolicyText, readPolicySource, type PolicySource } from './source.ts';
+import { parsePolicyText, type PolicySource } from './source.ts';
 import type { Snapshot } from './snapshot.ts';
 
 export interface LoadResult {
@@ -15,29 +19,21 @@ export interface LoadResult {
   readonly files: readonly string[];
 }
 
-export function loadPolicyDir(dir: string, options: CompileOptions): LoadResult {
-  if (!existsSync(dir) || !statSync(dir).isDirectory()) {
-    return { problems: [{ file: displayPath(dir), line: 1, col: 1, message: 'not a directory of policy files' }], files: [] };
-  }
-  const paths = listPolicyFiles(dir);
-  if (paths.length === 0) {
-    return { problems: [{ file: displayPath(dir), line: 1, col: 1, message: 'no policy files (*.yaml, *.yml, *.json) here' }], files: [] };
-  }
-  return loadPolicySources(paths.map((path) => readPolicySource(path)), options);
-}
+/** Compile options but the registry, which comes with the inputs' plugins. */
+export type BuildOptions = Omit<CompileOptions, 'registry'>;
 
-/** Loads in-memory files (name → text): for tests and the simulator. */
-export function loadPolicyTexts(files: Record<string, string>, options: CompileOptions): LoadResult {
-  return loadPolicySources(
-    Object.entries(files).map(([file, text]) => parsePolicyText(file, text)),
-    options,
-  );
-}
-
-export function loadPolicySources(
-  parsed: readonly { source?: PolicySource; problems: PolicyProblem[] }[],
-  options: CompileOptions,
-): LoadResult {
+/** Builds a snapshot from read inputs, or reports every problem that stops it. Never throws for bad input. */
+export function buildSnapshot(inputs: PolicyInputs, options: BuildOptions = {}): LoadResult {
+  const fileNames = inputs.files.map((f) => f.file);
+  if (inputs.problems.length) return { problems: inputs.problems, files: fileNames };
+  if (inputs.unsettled.length) {
+    return { problems: inputs.unsettled.map((file) => ({ file, line: 1, col: 1, message: 'the file changed while it was read (a save in progress?)' })), files: fileNames };
+  }
+  const parsed: { source?: PolicySource; problems: PolicyProblem[] }[] = inputs.files.map((f) => parsePolicyText(f.file, f.text));
+  if (inputs.table) {
+    const table = routingTableSources(inputs.table.origin, inputs.table.text);
+    parsed.push({ problems: table.problems }, ...table.sources.map((source) => ({ source, problems: [] })));
+  }
   const problems: PolicyProblem[] = [];
   const checked: CheckedSource[] = [];
   for (const { source, problems: syntax } of parsed) {
@@ -50,6 +46,23 @@ export function loadPolicySources(
   const files = parsed.flatMap((p) => (p.source ? [p.source.file] : []));
   // Reference checks need every file: skip them when one is already broken.
   if (problems.length) return { problems, files };
-  const compiled = compilePolicy(checked, options);
+  const compiled = compilePolicy(checked, { ...options, registry: inputs.plugins.registry });
   return { snapshot: compiled.snapshot, problems: compiled.problems, files };
+}
+
+/**
+ * Reads a policy directory (with the plugins its settings name and, when
+ * given, a control plane's table) and builds it: for `validate`, `explain`
+ * and tests. A long-running router uses the PolicyStore, which does the same
+ * in two steps so it can skip building unchanged inputs.
+ */
+export async function loadPolicy(
+  dir: string,
+  options: BuildOptions & { loader?: PluginLoader; table?: RoutingTable } = {},
+): Promise<LoadResult & { plugins: readonly LoadedPlugin[] }> {
+  const { loader = new PluginLoader(), table, ...build } = options;
+  const inputs = await readPolicyInputs(dir, { loader, table });
+  // A loader of its own loads nothing more: its compiled files can go.
+  if (!options.loader) loader.clearCacheDir();
+  return { ...buildSnapshot(inputs, build), plugins: inputs.plugins.plugins };
 }

@@ -11,9 +11,9 @@
 // It joins the local policy files as two more documents; every problem is
 // located in the served text (URL:LINE:COL).
 import { createHash } from 'node:crypto';
-import type { PolicyProblem } from './problems.ts';
 import { checkSchema } from './schemas.ts';
 import { parsePolicyText, type PolicySource } from './source.ts';
+import type { PolicyProblem } from '../diagnostics/problem.ts';
 
 export const ROUTING_TABLE_KIND = 'routing-table';
 const MODEL_FIELDS = ['models', 'aliases'] as const;

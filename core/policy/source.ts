@@ -1,19 +1,14 @@
 // Reads policy files (YAML or JSON, any mix) keeping where every value came
 // from, so a problem found later can be reported as FILE:LINE:COL.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { basename, join, relative } from 'node:path';
+import { basename, join } from 'node:path';
 import { isAlias, isMap, isPair, isScalar, LineCounter, parseDocument, visit, type Document, type Node } from 'yaml';
-import type { PolicyProblem } from './problems.ts';
+import { displayPath, type PolicyProblem } from '../diagnostics/problem.ts';
+import type { LocatedDocument, PathSegment } from '../diagnostics/schema-problems.ts';
 
-export type PathSegment = string | number;
-
-export interface PolicySource {
-  /** The file as the user should see it (relative to the working directory when possible). */
-  readonly file: string;
+export interface PolicySource extends LocatedDocument {
   readonly text: string;
   readonly data: unknown;
-  /** Where the value at `path` (or, with `key`, that key of it) starts. */
-  locate(path: readonly PathSegment[], key?: string): { line: number; col: number };
 }
 
 const POLICY_EXTENSIONS = /\.(ya?ml|json)$/i;
@@ -25,11 +20,6 @@ export function listPolicyFiles(dir: string): string[] {
     .map((name) => join(dir, name))
     .filter((path) => statSync(path).isFile())
     .sort();
-}
-
-export function displayPath(path: string): string {
-  const rel = relative(process.cwd(), path);
-  return rel && !rel.startsWith('..') ? rel : path;
 }
 
 /** Parses one file; YAML syntax errors come back as problems. */

@@ -13,12 +13,12 @@ import type { Logger } from '../../sdk/index.ts';
 import { PluginLoader, type LoadedPlugin } from '../plugins/loader.ts';
 import type { CompileOptions } from './compile.ts';
 import { ControlPlaneSource, type ControlPlaneOptions, type ControlPlaneStatus } from './control-plane.ts';
-import { buildSnapshot, readPolicyInputs, type PolicyInputs } from './inputs.ts';
-import { formatProblem, PolicyError, type PolicyProblem } from './problems.ts';
+import { readPolicyInputs, type PolicyInputs } from './inputs.ts';
+import { buildSnapshot } from './load.ts';
 import type { RoutingTable } from './routing-table.ts';
 import { strategyInstances, type Snapshot } from './snapshot.ts';
-import { displayPath } from './source.ts';
 import { PolicyWatcher } from './watch.ts';
+import { formatProblem, PolicyError, type PolicyProblem, displayPath } from '../diagnostics/problem.ts';
 
 export interface PolicyStoreOptions {
   /** The policy directory. */

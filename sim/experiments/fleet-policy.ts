@@ -3,11 +3,11 @@
 // pools and strategy chains each experiment varies. They go through the
 // same loader and checks as a policy directory.
 import { stringify } from 'yaml';
-import { builtinRegistry } from '../../core/plugins/builtins.ts';
-import { loadPolicyTexts } from '../../core/policy/load.ts';
-import { PolicyError } from '../../core/policy/problems.ts';
+import { buildSnapshot } from '../../core/policy/load.ts';
+import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import type { Snapshot } from '../../core/policy/snapshot.ts';
 import type { PolicyFactory } from '../simulator/simulator.ts';
+import { PolicyError } from '../../core/diagnostics/problem.ts';
 
 export const MODEL = 'llama-3-8b-instruct';
 export const PROFILE = 'llama-3.1-8b-h100';
@@ -95,7 +95,7 @@ export function fleetPolicyFiles(spec: FleetPolicySpec): Record<string, string> 
 }
 
 export function snapshotOf(files: Record<string, string>, seed: string, now: () => number): Snapshot {
-  const loaded = loadPolicyTexts(files, { registry: builtinRegistry, seed, now });
+  const loaded = buildSnapshot(policyInputsFromTexts(files), { seed, now });
   if (!loaded.snapshot) throw new PolicyError(loaded.problems);
   return loaded.snapshot;
 }

@@ -8,8 +8,6 @@ import { decide, type Decision, type DecideOptions } from '../../core/decide/dec
 import { createEnv, type DecideEnv } from '../../core/decide/env.ts';
 import { MemoryQuotaStore } from '../../core/decide/quota.ts';
 import { sha256Hex, type RequestFacts } from '../../core/facts/request-facts.ts';
-import type { PolicyProblem } from '../../core/policy/problems.ts';
-import { formatPath } from '../../core/policy/schemas.ts';
 import type { Pool, Snapshot } from '../../core/policy/snapshot.ts';
 import { prefixSeed, seededRandom } from '../../sdk/index.ts';
 import type { PromptBlocks } from '../engine/prompt-blocks.ts';
@@ -24,6 +22,8 @@ import { CsvWriter } from './csv-writer.ts';
 import { SimError } from './errors.ts';
 import { SimFleet, type RouterView, type SimReplica } from './fleet.ts';
 import { GroupedStats, GroupStats, type GroupSummary } from './stats.ts';
+import type { PolicyProblem } from '../../core/diagnostics/problem.ts';
+import { formatPath } from '../../core/diagnostics/schema-problems.ts';
 
 /** Builds one router instance's snapshot; `now` is the virtual clock. Throws on an invalid policy. */
 export type PolicyFactory = (seed: string, now: () => number) => Snapshot;

@@ -2,10 +2,11 @@
 // machinery as policy files, so every mistake comes back as FILE:LINE:COL.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { formatProblem, type PolicyProblem } from '../../core/policy/problems.ts';
-import { ajv, formatPath, schemaProblems } from '../../core/policy/schemas.ts';
-import { displayPath, parsePolicyText, type PathSegment, type PolicySource } from '../../core/policy/source.ts';
+import { parsePolicyText, type PolicySource } from '../../core/policy/source.ts';
 import type { DistributionSpec } from './distributions.ts';
+import { formatProblem, type PolicyProblem, displayPath } from '../../core/diagnostics/problem.ts';
+import { ajv } from '../../core/diagnostics/ajv.ts';
+import { formatPath, schemaProblems, type PathSegment } from '../../core/diagnostics/schema-problems.ts';
 
 export interface AdapterMixSpec {
   fraction?: number;

@@ -7,13 +7,13 @@
 // leading hash ids share that prefix.
 import { closeSync, openSync, readSync } from 'node:fs';
 import { sha256Hex } from '../../core/facts/request-facts.ts';
-import { displayPath } from '../../core/policy/source.ts';
 import { mixHashes, seededRandom } from '../../sdk/index.ts';
 import { addRun, emptyRuns, type BlockRuns } from './block-runs.ts';
 import { WeightedChoice } from './distributions.ts';
 import { WorkloadError, type WorkloadSpec } from './load.ts';
 import type { ResolvedTenant } from './synthetic.ts';
 import { BLOCK_TOKENS, type RequestSource, type SimRequestSpec } from './types.ts';
+import { displayPath } from '../../core/diagnostics/problem.ts';
 
 /** Lines of a file, read 64 KiB at a time. */
 class LineReader {

@@ -6,7 +6,8 @@ import { decide } from '../../core/decide/decide.ts';
 import { createEnv } from '../../core/decide/env.ts';
 import { BUILTIN_STRATEGIES } from '../../core/plugins/builtins.ts';
 import { registryOf } from '../../core/plugins/registry.ts';
-import { loadPolicyTexts } from '../../core/policy/load.ts';
+import { buildSnapshot } from '../../core/policy/load.ts';
+import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import type { StrategyDefinition } from '../../sdk/index.ts';
 import { facts, ManualFleet } from '../helpers/core.ts';
 
@@ -24,14 +25,14 @@ const sluggish = behaving('sluggish', () => ({
 }));
 
 function policyWith(chain: string[]) {
-  const result = loadPolicyTexts(
+  const result = buildSnapshot(policyInputsFromTexts(
     {
       'models.yaml': 'kind: models\nmodels:\n  - id: m\n    versions: [{ version: v1 }]\n',
       'tenants.yaml': 'kind: tenants\nanonymous: t\ntenants:\n  - { id: t, tier: free }\n',
       'pools.yaml': `kind: pools\npools:\n  - name: general\n    model: m\n    version: v1\n    strategies: ${JSON.stringify(chain)}\n    replicas:\n      - { id: r0, url: "http://127.0.0.1:9000" }\n      - { id: r1, url: "http://127.0.0.1:9001" }\n`,
     },
     { registry: registryOf([...BUILTIN_STRATEGIES, thrower, liar, sluggish]) },
-  );
+  ));
   return result.snapshot!;
 }
 

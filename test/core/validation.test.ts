@@ -6,13 +6,13 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { builtinRegistry } from '../../core/plugins/builtins.ts';
-import { loadPolicyTexts } from '../../core/policy/load.ts';
-import { formatProblem } from '../../core/policy/problems.ts';
+import { buildSnapshot } from '../../core/policy/load.ts';
+import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import { POLICIES } from '../helpers/core.ts';
+import { formatProblem } from '../../core/diagnostics/problem.ts';
 
 const CLI = new URL('../../bin/switchyard.mjs', import.meta.url).pathname;
-const load = (files: Record<string, string>) => loadPolicyTexts(files, { registry: builtinRegistry });
+const load = (files: Record<string, string>) => buildSnapshot(policyInputsFromTexts(files));
 const models = 'kind: models\nmodels:\n  - id: m\n    versions:\n      - version: v1\n';
 const tenants = 'kind: tenants\nanonymous: t\ntenants:\n  - { id: t, tier: free }\n';
 const pools = (strategy = 'power-of-two', extra = '') =>

@@ -5,21 +5,28 @@ import { createEnv, type DecideEnv } from '../../core/decide/env.ts';
 import { requestFacts } from '../../core/facts/request-facts.ts';
 import type { Endpoint } from '../../core/facts/request-schemas.ts';
 import type { FleetView, ReplicaState } from '../../core/fleet/types.ts';
-import { builtinRegistry } from '../../core/plugins/builtins.ts';
-import { loadPolicyDir, loadPolicyTexts } from '../../core/policy/load.ts';
-import { formatProblem } from '../../core/policy/problems.ts';
+import { buildSnapshot } from '../../core/policy/load.ts';
+import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import type { Snapshot } from '../../core/policy/snapshot.ts';
+import { listPolicyFiles } from '../../core/policy/source.ts';
+import { readFileSync } from 'node:fs';
+import { displayPath, formatProblem } from '../../core/diagnostics/problem.ts';
 
 export const POLICIES = new URL('../../policies/', import.meta.url).pathname;
 
+/** A directory's policy files as texts (name → text), read the way the router lists them. */
+export function policyDirTexts(dir: string): Record<string, string> {
+  return Object.fromEntries(listPolicyFiles(dir).map((path) => [displayPath(path), readFileSync(path, 'utf8')]));
+}
+
 export function bundledPolicy(seed: number | string = 1): Snapshot {
-  const result = loadPolicyDir(POLICIES, { registry: builtinRegistry, seed });
+  const result = buildSnapshot(policyInputsFromTexts(policyDirTexts(POLICIES)), { seed });
   if (!result.snapshot) throw new Error(result.problems.map(formatProblem).join('\n'));
   return result.snapshot;
 }
 
 export function policyFrom(files: Record<string, string>, seed: number | string = 1): Snapshot {
-  const result = loadPolicyTexts(files, { registry: builtinRegistry, seed });
+  const result = buildSnapshot(policyInputsFromTexts(files), { seed });
   if (!result.snapshot) throw new Error(result.problems.map(formatProblem).join('\n'));
   return result.snapshot;
 }

@@ -5,11 +5,11 @@ import { copyFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { listPluginFiles, PluginLoader } from '../../core/plugins/loader.ts';
-import { loadPolicyDirWithPlugins } from '../../core/policy/inputs.ts';
-import { formatProblem } from '../../core/policy/problems.ts';
+import { loadPolicy } from '../../core/policy/load.ts';
 import { fleet, request } from '../../sdk/testkit/index.ts';
 import type { Pick } from '../../sdk/types.ts';
 import { cleanup, pluginSource, tempDir, write, writePolicy } from './fixtures.ts';
+import { formatProblem } from '../../core/diagnostics/problem.ts';
 
 after(cleanup);
 
@@ -130,7 +130,7 @@ test('an invalid plugin config names the policy file, the path in it, and the pl
   const dir = tempDir();
   write(join(dir, 'plugins', 'labelled.ts'), pluginSource('labelled', { typed: true }));
   writePolicy(dir, { pluginDirs: ['./plugins'], strategies: '\n      - name: labelled\n        config: { label: 7 }' });
-  const result = await loadPolicyDirWithPlugins(dir, { loader: loader() });
+  const result = await loadPolicy(dir, { loader: loader() });
   assert.equal(result.snapshot, undefined);
   const errors = errorsOf(result.problems).join('\n');
   assert.match(errors, /pools\.yaml:8:26: strategy "labelled" \(plugin .*plugins\/labelled\.ts\): pools\[0\]\.strategies\[0\]\.config\.label: must be string, not number/);
@@ -140,7 +140,7 @@ test('a plugin whose create() throws is reported where the policy names it; noth
   const dir = tempDir();
   write(join(dir, 'plugins', 'grumpy.mjs'), "export default { name: 'grumpy', version: '1.0.0', sdk: '^1', create() { throw new Error('no thanks'); } };");
   writePolicy(dir, { pluginDirs: ['plugins'], strategies: '[power-of-two, grumpy]' });
-  const result = await loadPolicyDirWithPlugins(dir, { loader: loader() });
+  const result = await loadPolicy(dir, { loader: loader() });
   assert.equal(result.snapshot, undefined);
   assert.match(errorsOf(result.problems).join('\n'), /pools\.yaml:6:\d+: strategy "grumpy" \(plugin .*grumpy\.mjs\): create\(\) threw: no thanks/);
 });
@@ -148,7 +148,7 @@ test('a plugin whose create() throws is reported where the policy names it; noth
 test('a plugin directory that does not exist is reported in the settings file', async () => {
   const dir = tempDir();
   writePolicy(dir, { pluginDirs: ['./nowhere'] });
-  const result = await loadPolicyDirWithPlugins(dir, { loader: loader() });
+  const result = await loadPolicy(dir, { loader: loader() });
   assert.match(errorsOf(result.problems).join('\n'), /settings\.yaml:2:\d+: plugin directory "\.\/nowhere" .* does not exist/);
 });
 
@@ -156,13 +156,13 @@ test('a policy uses a plugin from its plugin_dirs; a broken plugin anywhere in t
   const dir = tempDir();
   write(join(dir, 'plugins', 'first.mjs'), pluginSource('first'));
   writePolicy(dir, { pluginDirs: ['plugins'], strategies: '[first]' });
-  const ok = await loadPolicyDirWithPlugins(dir, { loader: loader() });
+  const ok = await loadPolicy(dir, { loader: loader() });
   assert.deepEqual(errorsOf(ok.problems), []);
   assert.equal(ok.snapshot!.pools[0].chain[0].name, 'first');
   assert.deepEqual(ok.plugins.map((p) => p.name), ['first']);
 
   write(join(dir, 'plugins', 'unused.mjs'), 'export default {');
-  const broken = await loadPolicyDirWithPlugins(dir, { loader: loader() });
+  const broken = await loadPolicy(dir, { loader: loader() });
   assert.equal(broken.snapshot, undefined);
   assert.match(errorsOf(broken.problems).join('\n'), /unused\.mjs:1:17: does not compile/);
 });

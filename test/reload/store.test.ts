@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import { after, afterEach, test } from 'node:test';
 import { BUILTIN_STRATEGIES } from '../../core/plugins/builtins.ts';
 import { PluginLoader } from '../../core/plugins/loader.ts';
-import { PolicyError } from '../../core/policy/problems.ts';
 import { PolicyStore, type PolicyStoreOptions } from '../../core/policy/store.ts';
 import type { ServedPolicy } from '../../core/serve/server.ts';
 import { chainBlockHashes } from '../../sdk/prefix.ts';
@@ -13,6 +12,7 @@ import { fleet, request } from '../../sdk/testkit/index.ts';
 import type { Pick } from '../../sdk/types.ts';
 import { cleanup, pluginSource, poolsYaml, tempDir, write, writePolicy } from '../plugins/fixtures.ts';
 import { countingStrategy, recordOutcomes, type Ledger } from './helpers.ts';
+import { PolicyError } from '../../core/diagnostics/problem.ts';
 
 const stores: PolicyStore[] = [];
 afterEach(async () => {

@@ -1,9 +1,10 @@
 // What every compile stage shares: the documents by kind, the registry, and
 // one list of problems, each located at FILE:LINE:COL.
 import type { StrategyRegistry } from '../../plugins/registry.ts';
-import type { PolicyProblem } from '../problems.ts';
-import { closest, type PolicyKind } from '../schemas.ts';
-import type { PathSegment, PolicySource } from '../source.ts';
+import { type PolicyKind } from '../schemas.ts';
+import type { PolicySource } from '../source.ts';
+import type { PolicyProblem } from '../../diagnostics/problem.ts';
+import { closest, type PathSegment } from '../../diagnostics/schema-problems.ts';
 
 export interface CheckedSource {
   readonly source: PolicySource;

@@ -3,11 +3,11 @@
 // created only once the whole policy is known to be valid.
 import { DEFAULT_LOAD_SCORE_WEIGHTS, seededRandom, type Logger } from '../../../sdk/index.ts';
 import { configValidator } from '../../plugins/config.ts';
-import { closest, schemaProblems } from '../schemas.ts';
 import { versionKey, type Pool, type ReplicaSpec, type Snapshot, type StrategySlot } from '../snapshot.ts';
-import type { PathSegment, PolicySource } from '../source.ts';
+import type { PolicySource } from '../source.ts';
 import type { CompileContext, Doc } from './context.ts';
 import type { CompiledModels } from './models.ts';
+import { closest, schemaProblems, type PathSegment } from '../../diagnostics/schema-problems.ts';
 
 const DEFAULTS = {
   saturation: { kv_usage: 0.95, queue_depth: 32 },

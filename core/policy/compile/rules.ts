@@ -2,10 +2,11 @@
 // whose events must name a known model or pool.
 import { compileRuleSet, RuleCompileError, type RuleSet, type RuleSpec } from '../../rules/compile.ts';
 import type { CascadeEntry, Snapshot } from '../snapshot.ts';
-import type { PathSegment, PolicySource } from '../source.ts';
+import type { PolicySource } from '../source.ts';
 import { unknown, type CompileContext, type Doc } from './context.ts';
 import { conditionTypeProblems } from './rule-types.ts';
 import type { CompiledModels } from './models.ts';
+import type { PathSegment } from '../../diagnostics/schema-problems.ts';
 
 export interface RuleDocs {
   readonly cascades: Map<string, CascadeEntry>;

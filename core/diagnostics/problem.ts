@@ -1,5 +1,8 @@
-// A problem found in a policy file, located as FILE:LINE:COL so editors and
-// CI logs can jump to it.
+// A problem found in a file a person wrote (a policy, a plugin, a workload),
+// located as FILE:LINE:COL so editors and CI logs can jump to it. Shared by
+// core/policy and core/plugins, which both report problems and neither of
+// which may depend on the other for it.
+import { relative } from 'node:path';
 
 export interface PolicyProblem {
   readonly file: string;
@@ -20,4 +23,10 @@ export class PolicyError extends Error {
     this.name = 'PolicyError';
     this.problems = problems;
   }
+}
+
+/** A path as users should see it: relative to the working directory when it is inside it. */
+export function displayPath(path: string): string {
+  const rel = relative(process.cwd(), path);
+  return rel && !rel.startsWith('..') ? rel : path;
 }
