@@ -100,7 +100,7 @@ async function storeReloads(): Promise<void> {
     if (pluginTurn) writeFileSync(join(dir, 'plugins', 'least-kv.ts'), `${example}\nexport const EDIT = ${i};\n`);
     else writeFileSync(join(dir, 'pools.yaml'), pools.replace('strategies: [least-load]', i % 4 === 0 ? 'strategies: [least-kv]' : 'strategies: [least-load, least-kv]'));
     const outcome = await store.reload('bench');
-    if (outcome.result !== 'ok') throw new Error(`${i}: ${outcome.result} ${outcome.errors.join('\n')}`);
+    if (outcome.result !== 'live') throw new Error(`${i}: ${outcome.result} ${outcome.errors.join('\n')}`);
     (pluginTurn ? timings.plugin : timings.policy).push(outcome.durationMs);
     timings.unchanged.push((await store.reload('bench, nothing changed')).durationMs);
   }

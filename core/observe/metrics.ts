@@ -63,7 +63,7 @@ export class RouterMetrics {
   });
   readonly policyReloads = new Counter({
     name: 'switchyard_policy_reloads_total',
-    help: 'Policy reloads by result (ok, error, unchanged).',
+    help: 'Policy reloads by result (live, unchanged, refused).',
     labelNames: ['result'] as const,
     registers: [this.registry],
   });

@@ -1,24 +1,26 @@
-// The router's one live reference to policy. A reload reads the policy
-// directory, the plugins and the control plane's table completely off the
-// hot path, builds and validates a whole new Snapshot, then swaps one
+// The router's one live reference to policy, and its reloads. A reload reads
+// the policy directory, the plugins and the control plane's table completely
+// off the hot path, builds and validates a whole new Snapshot, then swaps one
 // reference; any problem keeps the current snapshot (last-known-good).
-//
-// A request acquires the snapshot at arrival and releases it when its last
-// byte is out: a count per snapshot. A replaced snapshot's strategy
-// instances are disposed exactly once, when the last request that started
-// on it has released it.
+// Each reload answers with what it found on disk now: live, unchanged or
+// refused (with every problem). Holding snapshots for requests is
+// snapshot-leases.ts; the control-plane table fallback is table-fallback.ts;
+// watching is watch.ts.
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Logger } from '../../sdk/index.ts';
+import { displayPath, formatProblem, PolicyError, type PolicyProblem } from '../diagnostics/problem.ts';
 import { PluginLoader, type LoadedPlugin } from '../plugins/loader.ts';
-import type { CompileOptions } from './compile.ts';
 import { ControlPlaneSource, type ControlPlaneOptions, type ControlPlaneStatus } from './control-plane.ts';
 import { readPolicyInputs, type PolicyInputs } from './inputs.ts';
-import { buildSnapshot } from './load.ts';
+import { buildSnapshot, type BuildOptions } from './load.ts';
 import type { RoutingTable } from './routing-table.ts';
-import { strategyInstances, type Snapshot } from './snapshot.ts';
-import { PolicyWatcher } from './watch.ts';
-import { formatProblem, PolicyError, type PolicyProblem, displayPath } from '../diagnostics/problem.ts';
+import { SnapshotLeases, type DisposedEvent, type SnapshotLease } from './snapshot-leases.ts';
+import type { Snapshot } from './snapshot.ts';
+import { buildWithTableFallback } from './table-fallback.ts';
+import { isPolicyChange, PolicyWatcher } from './watch.ts';
+
+export type { DisposedEvent, SnapshotLease } from './snapshot-leases.ts';
 
 export interface PolicyStoreOptions {
   /** The policy directory. */
@@ -41,14 +43,12 @@ export interface PolicyStoreOptions {
 }
 
 export type ReloadResult =
-  /** A new snapshot is live. */
-  | 'ok'
-  /** Nothing changed (content hashes equal), or the same broken input was already reported. */
+  /** What is on disk is now live (a new snapshot). */
+  | 'live'
+  /** What is on disk is what is live already. */
   | 'unchanged'
-  /** Something is wrong: the current snapshot stays (last-known-good). */
-  | 'error'
-  /** A file changed while it was read (a save in progress): read again shortly. */
-  | 'deferred';
+  /** What is on disk has problems: the current snapshot stays (last-known-good). */
+  | 'refused';
 
 // Types, not interfaces: plain JSON for /admin/state and /admin/reload (assignable to Record<string, unknown>).
 export type ReloadOutcome = {
@@ -61,17 +61,11 @@ export type ReloadOutcome = {
   readonly durationMs: number;
   /** ISO time. */
   readonly at: string;
-  /** Why it failed; for 'ok', why the newest control-plane table was not used (empty otherwise). */
+  /** Why it was refused; for 'live', why the newest control-plane table was not used (empty otherwise). */
   readonly problems: readonly PolicyProblem[];
   /** `problems` as FILE:LINE:COL: message lines. */
   readonly errors: readonly string[];
 };
-
-export interface SnapshotLease {
-  readonly snapshot: Snapshot;
-  /** Ends the request's hold on the snapshot; safe to call more than once. */
-  release(): void;
-}
 
 export type PolicyStatus = {
   readonly generation: number;
@@ -89,8 +83,10 @@ export type PolicyStatus = {
   /** Replaced snapshots still held by requests, waiting to be disposed. */
   readonly draining: readonly { readonly generation: number; readonly inFlight: number }[];
   readonly reloads: Readonly<Record<ReloadResult, number>>;
+  /** What the last reload found on disk: whether it is what is live, and if not, why not. */
+  readonly disk: { readonly matchesLive: boolean; readonly checkedAt: string; readonly errors: readonly string[] };
   readonly lastReload?: ReloadOutcome;
-  /** The most recent failed reload, kept after later successes for the record. */
+  /** The refused reload, while the files on disk are still the refused ones; gone once they are good again. */
   readonly lastError?: ReloadOutcome;
   /** Directories being watched, or false. */
   readonly watching: readonly string[] | false;
@@ -102,13 +98,6 @@ export interface SwapEvent {
   readonly previous?: Snapshot;
   readonly reason: string;
   readonly durationMs: number;
-}
-
-export interface DisposedEvent {
-  readonly generation: number;
-  readonly instances: number;
-  /** True when the drain timeout ran out before every request released it. */
-  readonly forced: boolean;
 }
 
 export interface PolicyStoreEvents {
@@ -127,33 +116,6 @@ type Listener<K extends keyof PolicyStoreEvents> = (event: PolicyStoreEvents[K])
 /** Re-reading a file caught mid-save gives up after this many tries. */
 const MAX_DEFERRALS = 20;
 
-/** One snapshot and the requests holding it. */
-class Holder {
-  refs = 0;
-  retired = false;
-  disposed = false;
-  drainTimer?: NodeJS.Timeout;
-  constructor(
-    readonly snapshot: Snapshot,
-    readonly onDrained: (holder: Holder) => void,
-  ) {}
-}
-
-class Lease implements SnapshotLease {
-  readonly snapshot: Snapshot;
-  #holder: Holder | undefined;
-  constructor(holder: Holder) {
-    this.#holder = holder;
-    this.snapshot = holder.snapshot;
-  }
-  release(): void {
-    const holder = this.#holder;
-    if (!holder) return;
-    this.#holder = undefined;
-    if (--holder.refs === 0 && holder.retired) holder.onDrained(holder);
-  }
-}
-
 export class PolicyStore {
   readonly dir: string;
   readonly #loader: PluginLoader;
@@ -161,19 +123,16 @@ export class PolicyStore {
   readonly #controlPlane?: ControlPlaneSource;
   readonly #options: PolicyStoreOptions;
   readonly #log?: Logger;
-  #holder!: Holder;
-  readonly #draining = new Set<Holder>();
+  readonly #leases: SnapshotLeases;
   #inputsHash = '';
-  #lastFailedHash?: string;
+  /** The last refused inputs and why: the same inputs again are refused at once, for the same reasons. */
+  #refused?: { readonly hash: string; readonly problems: readonly PolicyProblem[] };
   #tableInUse?: RoutingTable;
   #plugins: readonly LoadedPlugin[] = [];
   #pluginDirs: readonly string[] = [];
   #loadedAt = 0;
   #lastReload?: ReloadOutcome;
-  #lastError?: ReloadOutcome;
-  readonly #counts: Record<ReloadResult, number> = { ok: 0, unchanged: 0, error: 0, deferred: 0 };
-  #deferrals = 0;
-  #retryTimer?: NodeJS.Timeout;
+  readonly #counts: Record<ReloadResult, number> = { live: 0, unchanged: 0, refused: 0 };
   #watcher?: PolicyWatcher;
   #tail: Promise<unknown> = Promise.resolve();
   #queued?: Promise<ReloadOutcome>;
@@ -184,7 +143,6 @@ export class PolicyStore {
     disposed: new Set(),
     'control-plane': new Set(),
   };
-  readonly #onDrained = (holder: Holder) => this.#dispose(holder, false);
 
   /** Loads the policy (asking the control plane first, when there is one). Throws PolicyError when the first load fails: there is no last-known-good yet. */
   static async open(options: PolicyStoreOptions): Promise<PolicyStore> {
@@ -199,6 +157,7 @@ export class PolicyStore {
     this.#log = options.log;
     this.#loader = options.loader ?? new PluginLoader();
     this.#ownsLoader = options.loader === undefined;
+    this.#leases = new SnapshotLeases({ drainTimeoutMs: options.drainTimeoutMs, log: options.log, onDisposed: (event) => this.#emit('disposed', event) });
     const cp = options.controlPlane;
     if (cp) this.#controlPlane = cp instanceof ControlPlaneSource ? cp : new ControlPlaneSource({ log: options.log, ...cp });
   }
@@ -210,17 +169,11 @@ export class PolicyStore {
       await cp.start();
       cp.onChange(() => void this.reload('control plane: new routing table'));
     }
-    let first = await this.reload('initial load');
-    while (first.result === 'deferred') {
-      clearTimeout(this.#retryTimer);
-      await new Promise((done) => setTimeout(done, this.#options.debounceMs ?? 100));
-      first = await this.reload('initial load (re-read)');
-    }
-    if (first.result !== 'ok') {
+    const first = await this.reload('initial load');
+    if (first.result !== 'live') {
       cp?.stop();
-      clearTimeout(this.#retryTimer);
       if (this.#ownsLoader) this.#loader.clearCacheDir();
-      const problems = first.problems.length ? [...first.problems] : [{ file: displayPath(this.dir), line: 1, col: 1, message: 'policy files kept changing while being read' }];
+      const problems = [...first.problems];
       if (cp && !cp.table()) problems.unshift({ file: cp.url, line: 1, col: 1, message: `no routing table yet: ${cp.status().errors.join('; ') || 'none served'}` });
       throw new PolicyError(problems);
     }
@@ -228,14 +181,12 @@ export class PolicyStore {
 
   /** The live snapshot. For a request, prefer acquire(): it keeps the snapshot's strategies alive until release. */
   current(): Snapshot {
-    return this.#holder.snapshot;
+    return this.#leases.current!;
   }
 
   /** Holds the live snapshot for one request. Cheap: a count and one small object. */
   acquire(): SnapshotLease {
-    const holder = this.#holder;
-    holder.refs++;
-    return new Lease(holder);
+    return this.#leases.acquire();
   }
 
   /** Plugins of the live snapshot. */
@@ -244,14 +195,15 @@ export class PolicyStore {
   }
 
   /**
-   * Reads, validates and (when anything changed) swaps. Reloads run one at
-   * a time; calls made while one runs share the next run.
+   * Reads what is on disk now, validates it and (when it differs from what
+   * is live) swaps: live, unchanged or refused. Reloads run one at a time;
+   * calls made while one runs share the next run.
    */
   reload(reason = 'manual'): Promise<ReloadOutcome> {
     if (this.#queued) return this.#queued;
     const run = this.#tail.then(() => {
       this.#queued = undefined;
-      return this.#reloadNow(reason);
+      return this.#reloadSettled(reason);
     });
     this.#queued = run;
     this.#tail = run.catch(() => {});
@@ -269,8 +221,10 @@ export class PolicyStore {
   }
 
   status(): PolicyStatus {
-    const snapshot = this.#holder.snapshot;
+    const snapshot = this.current();
     const cp = this.#controlPlane;
+    const last = this.#lastReload;
+    const refused = last?.result === 'refused' ? last : undefined;
     return {
       generation: snapshot.generation,
       hash: this.#inputsHash,
@@ -279,11 +233,12 @@ export class PolicyStore {
       files: [...new Set(snapshot.files)],
       plugins: this.#plugins.map(({ name, version, file, hash }) => ({ name, version, file, hash })),
       pluginDirs: this.#pluginDirs.map(displayPath),
-      inFlight: this.#holder.refs,
-      draining: [...this.#draining].map((h) => ({ generation: h.snapshot.generation, inFlight: h.refs })),
+      inFlight: this.#leases.inFlight,
+      draining: this.#leases.draining(),
       reloads: { ...this.#counts },
-      lastReload: this.#lastReload,
-      lastError: this.#lastError,
+      disk: { matchesLive: !refused, checkedAt: last?.at ?? new Date(this.#loadedAt).toISOString(), errors: refused?.errors ?? [] },
+      lastReload: last,
+      lastError: refused,
       watching: this.#watcher && !this.#closed ? this.#watcher.paths.map(displayPath) : false,
       controlPlane: cp ? { ...cp.status(), tableInUse: this.#tableInUse?.hash, tableInUseVersion: this.#tableInUse?.version } : undefined,
     };
@@ -296,6 +251,8 @@ export class PolicyStore {
       debounceMs: this.#options.debounceMs,
       usePolling: this.#options.usePolling,
       log: this.#log,
+      // Editors' temp files, swap files and backups are never named as changes.
+      accept: (path) => isPolicyChange(path, this.dir, this.#pluginDirs),
       onChange: (paths) => {
         const shown = paths.slice(0, 3).map(displayPath).join(', ');
         void this.reload(`changed: ${shown}${paths.length > 3 ? ` and ${paths.length - 3} more` : ''}`);
@@ -312,82 +269,66 @@ export class PolicyStore {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    clearTimeout(this.#retryTimer);
     this.#controlPlane?.stop();
     await this.#watcher?.close();
     await this.#tail;
     if (this.#ownsLoader) this.#loader.clearCacheDir();
-    this.#retire(this.#holder);
+    this.#leases.retireAll();
   }
 
   // ---------------------------------------------------------------------------
 
-  async #reloadNow(reason: string): Promise<ReloadOutcome> {
+  /** One reload, re-reading (briefly) while a file is caught mid-save, so the answer is about settled files. */
+  async #reloadSettled(reason: string): Promise<ReloadOutcome> {
     const started = performance.now();
     if (this.#closed) return this.#finish(reason, started, 'unchanged', []);
-    const current: Snapshot | undefined = this.#holder?.snapshot;
+    for (let attempt = 1; ; attempt++) {
+      const outcome = await this.#reloadNow(reason, started, attempt >= MAX_DEFERRALS);
+      if (outcome !== 'deferred') return outcome;
+      await new Promise((done) => setTimeout(done, this.#options.debounceMs ?? 100));
+      if (this.#closed) return this.#finish(reason, started, 'unchanged', []);
+    }
+  }
+
+  async #reloadNow(reason: string, started: number, lastTry: boolean): Promise<ReloadOutcome | 'deferred'> {
+    const current = this.#leases.current;
     const cp = this.#controlPlane;
     const newest = cp?.table();
+    const read = async (table: RoutingTable | undefined) => readPolicyInputs(this.dir, { loader: this.#loader, table });
 
     let inputs: PolicyInputs;
     try {
-      inputs = await readPolicyInputs(this.dir, { loader: this.#loader, table: newest });
+      inputs = await read(newest);
     } catch (error) {
-      return this.#finish(reason, started, 'error', [{ file: displayPath(this.dir), line: 1, col: 1, message: `could not read the policy: ${(error as Error).message}` }]);
+      return this.#finish(reason, started, 'refused', [{ file: displayPath(this.dir), line: 1, col: 1, message: `could not read the policy: ${(error as Error).message}` }]);
     }
     if (inputs.unsettled.length) {
-      if (++this.#deferrals < MAX_DEFERRALS) {
-        this.#retryLater(reason);
-        return this.#finish(reason, started, 'deferred', []);
-      }
-      this.#deferrals = 0;
-      return this.#finish(reason, started, 'error', inputs.unsettled.map((file) => ({ file, line: 1, col: 1, message: 'kept changing while being read; not applied' })));
+      if (!lastTry) return 'deferred';
+      return this.#finish(reason, started, 'refused', inputs.unsettled.map((file) => ({ file, line: 1, col: 1, message: 'kept changing while being read; not applied' })));
     }
-    this.#deferrals = 0;
-    if (current && (inputs.hash === this.#inputsHash || inputs.hash === this.#lastFailedHash)) {
-      return this.#finish(reason, started, 'unchanged', []);
-    }
+    if (current && inputs.hash === this.#inputsHash) return this.#finish(reason, started, 'unchanged', []);
+    if (inputs.hash === this.#refused?.hash) return this.#finish(reason, started, 'refused', this.#refused.problems, { repeat: true });
 
-    let built = buildSnapshot(inputs, this.#compileOptions(current));
-    let table = newest;
-    let tableProblems: readonly PolicyProblem[] = [];
-    let rejectedHash: string | undefined;
-    // The newest table doesn't fit the local policy: try the last one that did.
-    const fallback = this.#tableInUse ?? cp?.savedTable();
-    if (!built.snapshot && newest && fallback && fallback.hash !== newest.hash) {
-      const withNewest = built.problems;
-      const retry = await readPolicyInputs(this.dir, { loader: this.#loader, table: fallback });
-      if (current && retry.hash === this.#inputsHash) {
-        // Only the table changed, and the policy can't be built with it.
-        cp!.rejected(newest, withNewest);
-        this.#lastFailedHash = inputs.hash;
-        return this.#finish(reason, started, 'error', withNewest);
-      }
-      const second = retry.unsettled.length ? undefined : buildSnapshot(retry, this.#compileOptions(current));
-      if (second?.snapshot) {
-        cp!.rejected(newest, withNewest);
-        rejectedHash = inputs.hash;
-        tableProblems = withNewest;
-        built = second;
-        inputs = retry;
-        table = fallback;
-      } else if (second) {
-        built = { ...second, problems: dedupe([...second.problems, ...withNewest]) };
-      }
+    const result = await buildWithTableFallback({
+      inputs,
+      newest,
+      fallback: this.#tableInUse ?? cp?.savedTable(),
+      controlPlane: cp,
+      liveHash: current ? this.#inputsHash : '',
+      read,
+      build: (candidate) => buildSnapshot(candidate, this.#buildOptions(current)),
+    });
+    if (!result.snapshot) {
+      this.#refused = { hash: result.failedHash, problems: result.problems };
+      return this.#finish(reason, started, 'refused', result.problems);
     }
-    if (!built.snapshot) {
-      this.#lastFailedHash = inputs.hash;
-      return this.#finish(reason, started, 'error', built.problems);
-    }
-
-    this.#swap(built.snapshot, inputs, table, reason, performance.now() - started);
-    // Built with the older table: the same inputs again are nothing new.
-    this.#lastFailedHash = rejectedHash;
-    if (table) cp?.accepted(table);
-    return this.#finish(reason, started, 'ok', tableProblems);
+    this.#swap(result.snapshot, result.inputs, result.table, reason, performance.now() - started);
+    this.#refused = result.rejectedHash ? { hash: result.rejectedHash, problems: result.tableProblems } : undefined;
+    if (result.table) cp?.accepted(result.table);
+    return this.#finish(reason, started, 'live', result.tableProblems);
   }
 
-  #compileOptions(previous: Snapshot | undefined): Omit<CompileOptions, 'registry'> {
+  #buildOptions(previous: Snapshot | undefined): BuildOptions {
     return {
       generation: (previous?.generation ?? 0) + 1,
       seed: this.#options.seed,
@@ -398,54 +339,23 @@ export class PolicyStore {
   }
 
   #swap(snapshot: Snapshot, inputs: PolicyInputs, table: RoutingTable | undefined, reason: string, durationMs: number): void {
-    const old: Holder | undefined = this.#holder;
-    this.#holder = new Holder(snapshot, this.#onDrained);
+    const previous = this.#leases.current;
     this.#inputsHash = inputs.hash;
-    this.#lastFailedHash = undefined;
     this.#tableInUse = table;
     this.#plugins = inputs.plugins.plugins;
     this.#pluginDirs = inputs.pluginDirs;
     this.#loadedAt = Date.now();
-    this.#emit('swap', { snapshot, previous: old?.snapshot, reason, durationMs });
-    if (old) this.#retire(old);
+    const retirePrevious = this.#leases.swap(snapshot);
+    // Listeners run before the old snapshot is retired: they may still read it.
+    this.#emit('swap', { snapshot, previous, reason, durationMs });
+    retirePrevious();
     if (this.#watcher) {
       this.#watcher.watch(this.#watchPaths()).catch((error) => this.#log?.warn('policy watcher: could not watch the new plugin directories', { error: (error as Error).message }));
     }
   }
 
-  #retire(holder: Holder): void {
-    if (holder.retired) return;
-    holder.retired = true;
-    if (holder.refs === 0) {
-      this.#dispose(holder, false);
-      return;
-    }
-    this.#draining.add(holder);
-    holder.drainTimer = setTimeout(() => {
-      this.#log?.warn(`policy generation ${holder.snapshot.generation}: ${holder.refs} request(s) still hold it after the drain timeout; disposing its strategies anyway`);
-      this.#dispose(holder, true);
-    }, this.#options.drainTimeoutMs ?? 15 * 60_000);
-    holder.drainTimer.unref();
-  }
-
-  #dispose(holder: Holder, forced: boolean): void {
-    if (holder.disposed) return;
-    holder.disposed = true;
-    clearTimeout(holder.drainTimer);
-    this.#draining.delete(holder);
-    const instances = strategyInstances(holder.snapshot);
-    for (const [i, instance] of instances.entries()) {
-      try {
-        instance.dispose?.();
-      } catch (error) {
-        this.#log?.warn(`strategy dispose() threw`, { generation: holder.snapshot.generation, index: i, error: (error as Error)?.message ?? String(error) });
-      }
-    }
-    this.#emit('disposed', { generation: holder.snapshot.generation, instances: instances.length, forced });
-  }
-
-  #finish(reason: string, started: number, result: ReloadResult, problems: readonly PolicyProblem[]): ReloadOutcome {
-    const snapshot: Snapshot | undefined = this.#holder?.snapshot;
+  #finish(reason: string, started: number, result: ReloadResult, problems: readonly PolicyProblem[], options: { repeat?: boolean } = {}): ReloadOutcome {
+    const snapshot = this.#leases.current;
     const outcome: ReloadOutcome = {
       result,
       reason,
@@ -458,20 +368,13 @@ export class PolicyStore {
     };
     this.#counts[result]++;
     this.#lastReload = outcome;
-    if (result === 'error') {
-      this.#lastError = outcome;
-      this.#log?.warn(`policy reload failed (${reason}): keeping generation ${outcome.generation}`, { errors: outcome.errors });
-    } else if (result === 'ok') {
+    if (result === 'refused' && !options.repeat) {
+      this.#log?.warn(`policy reload refused (${reason}): keeping generation ${outcome.generation}`, { errors: outcome.errors });
+    } else if (result === 'live') {
       this.#log?.info(`policy generation ${outcome.generation} live (${reason})`, { hash: outcome.hash, durationMs: Math.round(outcome.durationMs * 10) / 10, ...(problems.length ? { tableRejected: outcome.errors } : {}) });
     }
     this.#emit('reload', outcome);
     return outcome;
-  }
-
-  #retryLater(reason: string): void {
-    clearTimeout(this.#retryTimer);
-    this.#retryTimer = setTimeout(() => void this.reload(reason.endsWith('(re-read)') ? reason : `${reason} (re-read)`), this.#options.debounceMs ?? 100);
-    this.#retryTimer.unref();
   }
 
   #watchPaths(): string[] {
@@ -487,14 +390,4 @@ export class PolicyStore {
       }
     }
   }
-}
-
-function dedupe(problems: readonly PolicyProblem[]): PolicyProblem[] {
-  const seen = new Set<string>();
-  return problems.filter((p) => {
-    const key = formatProblem(p);
-    if (seen.has(key)) return false;
-    seen.add(key);
-    return true;
-  });
 }

@@ -1,13 +1,16 @@
 // Watches the policy directory and the plugin directories (chokidar) and
-// reports, debounced, that something there may have changed. It does not
-// decide whether anything did: the store hashes what it reads, so editor
-// temp files, a save that changes nothing, or the `..data`/`..2026_…` churn
-// of a Kubernetes ConfigMap swap all end in a cheap "unchanged".
+// reports, debounced, that a policy or plugin file may have changed. Paths
+// that can't be one (editors' temp files such as sed's `sedLmAWW0`, vim's
+// `.swp` and `4913`, `~` backups) are never reported, so they are never named
+// as changes. It does not decide whether anything did change: the store
+// hashes what it reads, so a save that changes nothing, or the
+// `..data`/`..2026_…` churn of a Kubernetes ConfigMap swap, ends in a cheap
+// "unchanged".
 //
 // Measured with chokidar 4 on Linux: a temp-file-then-rename save gives one
 // `change` of the file; a ConfigMap `..data` symlink swap gives `change` of
 // each linked file plus addDir/unlinkDir of the `..<timestamp>` folders.
-import { basename, isAbsolute, join } from 'node:path';
+import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { watch, type FSWatcher } from 'chokidar';
 import type { Logger } from '../../sdk/index.ts';
 
@@ -21,6 +24,26 @@ export interface PolicyWatcherOptions {
   /** Poll instead of native events (network file systems). */
   readonly usePolling?: boolean;
   readonly log?: Logger;
+  /** Which paths count; default all. */
+  readonly accept?: (path: string) => boolean;
+}
+
+const POLICY_FILE = /^[^.~#][^/]*\.(ya?ml|json)$/i;
+const PLUGIN_SOURCE = /^[^.~#][^/]*\.(m?ts|m?js|cjs|json)$/i;
+
+/**
+ * Whether a path the watcher saw can be a change of policy: a policy file of
+ * the policy directory, a source file of a plugin directory, or one of those
+ * directories itself (a ConfigMap swap, a replaced watcher). Temp and backup
+ * files never match.
+ */
+export function isPolicyChange(path: string, policyDir: string, pluginDirs: readonly string[]): boolean {
+  const full = resolve(path);
+  if (full === resolve(policyDir) || pluginDirs.some((d) => resolve(d) === full)) return true;
+  const name = basename(full);
+  const parent = dirname(full);
+  if (parent === resolve(policyDir) && POLICY_FILE.test(name)) return true;
+  return pluginDirs.some((d) => resolve(d) === parent) && PLUGIN_SOURCE.test(name);
 }
 
 export class PolicyWatcher {
@@ -100,7 +123,7 @@ export class PolicyWatcher {
   }
 
   #saw(path: string): void {
-    if (this.#closed) return;
+    if (this.#closed || (this.#options.accept && !this.#options.accept(path))) return;
     const now = Date.now();
     if (this.#pending.length === 0) this.#firstEventAt = now;
     if (!this.#pending.includes(path)) this.#pending.push(path);

@@ -23,7 +23,7 @@ import { Upstreams } from './upstream.ts';
 export interface ServedPolicy extends PolicySource {
   /** Called with each new snapshot after a successful reload. */
   onSwap?(listener: (snapshot: Snapshot) => void): void;
-  /** Reload attempts (`reload`: ok, unchanged, error, deferred) and control-plane states (`control-plane`). */
+  /** Reload attempts (`reload`: live, unchanged, refused) and control-plane states (`control-plane`). */
   on?(event: 'reload' | 'control-plane', listener: (event: { result?: string; state?: string }) => void): unknown;
   reload?(reason: string): Promise<Record<string, unknown>>;
   status?(): Record<string, unknown>;

@@ -124,7 +124,7 @@ test('an unreachable or failing control plane keeps the last good table, says so
   assert.equal(replicaIds(store), 'a,b');
 
   write(join(dir, 'settings.yaml'), 'kind: settings\nmax_staleness_ms: 2500\n');
-  assert.equal((await store.reload('local edit during the outage')).result, 'ok');
+  assert.equal((await store.reload('local edit during the outage')).result, 'live');
   assert.equal(store.current().settings.maxStalenessMs, 2500);
   assert.equal(replicaIds(store), 'a,b', 'built with the last good table');
 
@@ -153,7 +153,7 @@ test('an invalid table is refused with URL:LINE:COL; one the local policy cannot
   cp.body = table(['b'], 'renamed');
   await waitFor('rejected', () => store.status().controlPlane!.state === 'rejected', 1000);
   assert.match(store.status().controlPlane!.errors.join('\n'), /rules\.yaml:3:17: unknown pool "general"/);
-  assert.equal(outcomes.at(-1)?.result, 'error');
+  assert.equal(outcomes.at(-1)?.result, 'refused');
   assert.equal(replicaIds(store), 'a');
   assert.equal(store.status().controlPlane!.tableInUse !== store.status().controlPlane!.tableHash, true);
 

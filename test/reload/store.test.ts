@@ -35,22 +35,30 @@ test('a broken policy keeps the last-known-good snapshot and reports FILE:LINE:C
 
   write(join(dir, 'pools.yaml'), poolsYaml().replace('version: v1', 'version: v9'));
   const failed = await store.reload('test');
-  assert.equal(failed.result, 'error');
+  assert.equal(failed.result, 'refused');
   assert.match(failed.errors.join('\n'), /pools\.yaml:5:14: "test-model" has no version "v9"/);
   assert.equal(store.current(), good, 'the same snapshot object stays live');
   assert.equal(store.status().generation, 1);
   assert.equal(store.status().lastError?.errors[0], failed.errors[0]);
 
-  // The same broken input again is not a new failure.
-  assert.equal((await store.reload('again')).result, 'unchanged');
+  // The same broken input again: refused again, with the same problems (reported, not rebuilt).
+  const again = await store.reload('again');
+  assert.equal(again.result, 'refused');
+  assert.deepEqual(again.errors, failed.errors);
+  assert.equal(store.status().disk.matchesLive, false);
+  assert.deepEqual(store.status().disk.errors, failed.errors);
 
   write(join(dir, 'pools.yaml'), poolsYaml(undefined, ['a', 'b', 'c']));
   const fixed = await store.reload('fixed');
-  assert.equal(fixed.result, 'ok');
+  assert.equal(fixed.result, 'live');
   assert.equal(store.current().generation, 2);
   assert.deepEqual([...store.current().replicas.keys()], ['a', 'b', 'c']);
-  assert.deepEqual(outcomes.map((o) => o.result), ['error', 'unchanged', 'ok']);
-  assert.deepEqual(store.status().reloads, { ok: 2, unchanged: 1, error: 1, deferred: 0 });
+  assert.deepEqual(outcomes.map((o) => o.result), ['refused', 'refused', 'live']);
+  assert.deepEqual(store.status().reloads, { live: 2, unchanged: 0, refused: 2 });
+  // The files are good again: the old error is gone and disk matches live.
+  assert.equal(store.status().lastError, undefined);
+  assert.deepEqual(store.status().disk.errors, []);
+  assert.equal(store.status().disk.matchesLive, true);
 });
 
 test('the first load fails with every problem: there is nothing to fall back on', async () => {
@@ -86,7 +94,7 @@ test('replaced strategies are disposed exactly once, after the last request on t
   const late = store.acquire();
   assert.equal(early.snapshot.generation, 1);
   write(join(dir, 'pools.yaml'), poolsYaml('[counting, power-of-two]', ['a', 'b', 'c']));
-  assert.equal((await store.reload('change')).result, 'ok');
+  assert.equal((await store.reload('change')).result, 'live');
   assert.equal(store.acquire().snapshot.generation, 2, 'a new request gets the new snapshot');
   assert.equal(early.snapshot.generation, 1, 'a request in flight keeps the snapshot it started on');
   assert.deepEqual(store.status().draining, [{ generation: 1, inFlight: 2 }]);
@@ -138,7 +146,7 @@ test('strategy state carries over a reload: the prefix memory survives a policy 
   store.current().pools[0].chain[0].instance.onRouted?.(prompt, 'c');
 
   write(join(dir, 'pools.yaml'), poolsYaml('[prefix-affinity]', ['a', 'b', 'c', 'd']));
-  assert.equal((await store.reload('add a replica')).result, 'ok');
+  assert.equal((await store.reload('add a replica')).result, 'live');
   const pick = store.current().pools[0].chain[0].instance.pick(prompt, fleet(4, (i) => ({ id: 'abcd'[i] }))) as Pick;
   assert.equal(pick.replica, 'c');
   assert.match(pick.reason, /holds 4 of 4 prefix blocks/);
@@ -170,11 +178,11 @@ test('a plugin edited without a version bump keeps its state; a new version star
   for (let i = 0; i < 3; i++) store.current().pools[0].chain[0].instance.onRouted?.(request(), 'a');
 
   write(join(dir, 'plugins', 'stateful.mjs'), stateful('1.0.0', 'a bug fix'));
-  assert.equal((await store.reload('plugin edited')).result, 'ok');
+  assert.equal((await store.reload('plugin edited')).result, 'live');
   assert.equal(reasonNow(), 'routed 3');
 
   write(join(dir, 'plugins', 'stateful.mjs'), stateful('2.0.0', 'a new state shape'));
-  assert.equal((await store.reload('plugin bumped')).result, 'ok');
+  assert.equal((await store.reload('plugin bumped')).result, 'live');
   assert.equal(reasonNow(), 'routed 0');
   assert.deepEqual(store.status().plugins.map((p) => `${p.name}@${p.version}`), ['stateful@2.0.0']);
 });
@@ -186,7 +194,7 @@ test('a broken plugin keeps the last-known-good snapshot with its working plugin
   const store = await open(dir);
   write(join(dir, 'plugins', 'mine.ts'), pluginSource('mine', { typed: true }).replace('create(', 'create(('));
   const outcome = await store.reload('broken plugin');
-  assert.equal(outcome.result, 'error');
+  assert.equal(outcome.result, 'refused');
   assert.match(outcome.errors.join('\n'), /plugins\/mine\.ts:\d+:\d+: does not compile/);
   assert.equal((store.current().pools[0].chain[0].instance.pick(request(), fleet(1)) as Pick).reason, 'mine');
 });
@@ -198,11 +206,11 @@ test('a new broken plugin file is reported, and a different mistake in it is rep
   const store = await open(dir);
   write(join(dir, 'plugins', 'draft.ts'), 'export default {');
   const first = await store.reload('new file');
-  assert.equal(first.result, 'error');
+  assert.equal(first.result, 'refused');
   assert.match(first.errors.join('\n'), /draft\.ts:1:17: does not compile/);
   write(join(dir, 'plugins', 'draft.ts'), "export default { name: 'draft' };");
   const second = await store.reload('edited');
-  assert.equal(second.result, 'error');
+  assert.equal(second.result, 'refused');
   assert.match(second.errors.join('\n'), /draft\.ts:1:1: not a strategy definition: "version" must be a string/);
   assert.equal(store.current().generation, 1);
 });
@@ -217,7 +225,7 @@ test('reloads run one at a time; calls made meanwhile share the next run', async
   await new Promise((resolve) => setImmediate(resolve)); // 'one' has started reading
   const results = await Promise.all([running, store.reload('two'), store.reload('three')]);
   assert.equal(results[1], results[2], 'the second and third call share a run');
-  assert.deepEqual(outcomes.map((o) => `${o.reason}: ${o.result}`), ['one: ok', 'two: unchanged']);
+  assert.deepEqual(outcomes.map((o) => `${o.reason}: ${o.result}`), ['one: live', 'two: unchanged']);
   assert.equal(store.current().generation, 2);
 });
 
@@ -241,7 +249,7 @@ test('the store is what `serve` takes as its policy source', async () => {
   const generations: number[] = [];
   served.onSwap?.((snapshot) => generations.push(snapshot.generation));
   write(join(dir, 'pools.yaml'), poolsYaml(undefined, ['n']));
-  assert.equal((await served.reload!('admin')).result, 'ok');
+  assert.equal((await served.reload!('admin')).result, 'live');
   assert.deepEqual(generations, [2]);
   assert.equal(served.status!().generation, 2);
 });

@@ -39,7 +39,7 @@ test('a saved change is live within a second, as one reload', async () => {
   console.log(`write → live: ${ms.toFixed(0)} ms (debounce ${DEBOUNCE_MS} ms)`);
   assert.equal(replicaIds(store), 'a,b,c');
   await sleep(DEBOUNCE_MS * 3);
-  assert.deepEqual(outcomes.map((o) => o.result), ['ok']);
+  assert.deepEqual(outcomes.map((o) => o.result), ['live']);
 });
 
 test('an editor save (write a temp file, rename it over the original) is picked up', async () => {
@@ -89,7 +89,7 @@ test('a Kubernetes ConfigMap update (the ..data symlink swapped to a new folder)
   await sleep(DEBOUNCE_MS * 3);
   assert.deepEqual(
     outcomes.map((o) => o.result),
-    ['ok', 'unchanged'],
+    ['live', 'unchanged'],
   );
   assert.equal(store.current().generation, 2);
 });
@@ -107,7 +107,7 @@ test('a half-written file is never applied: invalid YAML is refused, a slow writ
   const cut = full.indexOf('{ id: c') + 12;
   writeFileSync(join(dir, 'pools.yaml'), full.slice(0, cut));
   await waitFor('the partial file to be checked', () => outcomes.length === 1, 1000);
-  assert.equal(outcomes[0].result, 'error');
+  assert.equal(outcomes[0].result, 'refused');
   assert.match(outcomes[0].errors.join('\n'), /pools\.yaml:\d+:\d+: YAML syntax/);
   assert.equal(store.current().generation, 1, 'last-known-good stays');
 
@@ -124,7 +124,7 @@ test('a half-written file is never applied: invalid YAML is refused, a slow writ
   }
   await waitFor('the slowly written file', () => store.current().generation === 3, 1000);
   assert.deepEqual(swapped, ['a,b,c', 'd,e,f,g']);
-  assert.deepEqual(outcomes.map((o) => o.result), ['error', 'ok', 'ok']);
+  assert.deepEqual(outcomes.map((o) => o.result), ['refused', 'live', 'live']);
 });
 
 test('plugin directories are watched, including one a settings change adds', async () => {
@@ -171,4 +171,23 @@ test('the example plugin, copied into the watched plugin folder of a running sto
   const pick = store.current().pools[0].chain[0].instance.pick(request(), fleet(2, (i) => ({ kvUsage: [0.6, 0.1][i] }))) as Pick;
   assert.match(pick.reason, /most free KV cache/);
   assert.equal(pick.replica, 'r1');
+});
+
+test("editors' temp files (sed -i, vim's 4913 and .swp, ~ backups) are never named as changes, and alone cause no reload", async () => {
+  const dir = tempDir();
+  writePolicy(dir);
+  const store = await watched(dir);
+  const outcomes = recordOutcomes(store);
+  for (const name of ['sedLmAWW0', '4913', '.pools.yaml.swp', 'pools.yaml~', '#pools.yaml#', 'notes.txt']) writeFileSync(join(dir, name), 'junk: [');
+  await sleep(DEBOUNCE_MS * 6);
+  assert.equal(outcomes.length, 0, 'nothing that could be policy changed');
+
+  // sed -i: a temp file written, then renamed over the policy file.
+  writeFileSync(join(dir, 'sedXy12Ab'), poolsYaml(undefined, ['s1']));
+  renameSync(join(dir, 'sedXy12Ab'), join(dir, 'pools.yaml'));
+  await waitFor('the sed edit', () => replicaIds(store) === 's1', 2000);
+  await sleep(DEBOUNCE_MS * 3);
+  const named = outcomes.map((o) => o.reason).join(' | ');
+  assert.match(named, /pools\.yaml/);
+  assert.doesNotMatch(named, /sed|4913|\.swp|~|#|notes/, named);
 });
