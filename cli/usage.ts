@@ -6,16 +6,19 @@ export class UsageError extends Error {}
 export const USAGE = `Usage: switchyard <command> [options]
 
 Commands:
-  serve     --policies DIR [--port 8080] [--host 127.0.0.1]      run the router
-  validate  [DIR]                                                 check a policy directory (default policies/)
-  explain   --policies DIR --request FILE [--header 'Name: value']... [--fleet FILE] [--json]
+  serve     [--policies DIR] [--port 8080] [--host 127.0.0.1] [--admin-port 8081]
+                                                                  run the router (every flag also from SWITCHYARD_* env)
+  validate  [DIR]                                                 check a policy directory
+  explain   [--policies DIR] --request FILE [--header 'Name: value']... [--fleet FILE] [--json]
                                                                   where would this request go, and why?
-  emulate   --port N --profile NAME [--engine vllm|sglang] [--speed X]
+  emulate   --profile NAME [--port 8000] [--engine vllm|sglang] [--speed X]
                                                                   an emulated vLLM/SGLang replica
-  sim       --policies DIR --workload FILE [--seed N] [--out DIR] simulate a policy against a workload
-  experiment NAME [--out DIR]                                     the reference text's experiments B-F
+  sim       [--policies DIR] --workload FILE [--seed N] [--out DIR] [--json]
+                                                                  simulate a policy against a workload
+  experiment NAME|all [--out DIR]                                 the simulator experiments of docs/experiments.md
 
-Run 'switchyard <command> --help' for a command's options.`;
+DIR defaults to policies/.
+Run 'switchyard <command> --help' for a command's options; 'switchyard --version' for the version.`;
 
 /** An error as one line: its message (and code), without the stack. */
 export function oneLine(error: unknown): string {

@@ -49,12 +49,6 @@ export function registerProbeRoutes(app: FastifyInstance, hooks: Pick<AdminHooks
   });
 }
 
-const DRAIN_BODY = {
-  type: 'object',
-  properties: { draining: { type: 'boolean' } },
-  additionalProperties: false,
-} as const;
-
 export function registerAdminRoutes(app: FastifyInstance, hooks: AdminHooks, token: string | undefined): void {
   const guard = adminGuard(token);
   app.get('/admin/state', { onRequest: guard }, async () => hooks.state());
@@ -87,11 +81,21 @@ export function registerAdminRoutes(app: FastifyInstance, hooks: AdminHooks, tok
 
   app.post('/admin/reload', { onRequest: guard }, async () => hooks.reload());
 
-  app.post<{ Params: { id: string }; Body: { draining?: boolean } | undefined }>(
+  app.post<{ Params: { id: string }; Body: unknown }>(
     '/admin/replicas/:id/drain',
-    { onRequest: guard, schema: { body: DRAIN_BODY } },
+    { onRequest: guard },
     async (request, reply) => {
-      const draining = request.body?.draining ?? true;
+      // No body drains; a body is exactly {"draining": true|false}: "no" is not false.
+      const body = request.body;
+      let draining = true;
+      if (body !== undefined && body !== null) {
+        const fields = typeof body === 'object' && !Array.isArray(body) ? Object.keys(body) : undefined;
+        const value = (body as { draining?: unknown }).draining;
+        if (!fields || fields.some((f) => f !== 'draining') || (fields.length === 1 && typeof value !== 'boolean')) {
+          return reject(reply, request, 400, 'The body must be {"draining": true} or {"draining": false}.', 'draining');
+        }
+        if (typeof value === 'boolean') draining = value;
+      }
       if (!hooks.setDraining(request.params.id, draining)) return reject(reply, request, 404, `No replica "${request.params.id}".`);
       return { replica: request.params.id, draining };
     },

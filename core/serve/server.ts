@@ -9,7 +9,7 @@ import { LiveFleet } from '../fleet/live-fleet.ts';
 import { DecisionLog } from '../observe/decision-log.ts';
 import { RouterMetrics } from '../observe/metrics.ts';
 import type { Pool, Snapshot } from '../policy/snapshot.ts';
-import { startAdminListener, type AdminListenerOptions } from './admin-listener.ts';
+import { checkAdminOptions, startAdminListener, type AdminListenerOptions } from './admin-listener.ts';
 import { registerProbeRoutes, type AdminHooks } from './admin-routes.ts';
 import { registerExplorerRoutes } from './explorer-routes.ts';
 import { ColdLoads } from './cold-loads.ts';
@@ -68,6 +68,8 @@ export interface Router {
 const FAULT_LOG_INTERVAL_MS = 60_000;
 
 export async function startRouter(options: RouterOptions): Promise<Router> {
+  // Before anything starts: an admin door open to the network is a configuration error.
+  if (options.admin !== false) checkAdminOptions(options.admin ?? {});
   const initial = options.policy.current();
   const metrics = new RouterMetrics();
   const decisions = new DecisionLog(1000);

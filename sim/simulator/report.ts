@@ -77,5 +77,7 @@ export function formatSummary(result: SimResult): string {
 
 /** The whole result as JSON (NaN → null). */
 export function resultJson(result: SimResult): string {
-  return JSON.stringify(result, (_key, value) => (typeof value === 'number' && !Number.isFinite(value) ? null : value), 2);
+  // A numeric seed (the usual case: --seed 42) prints as the number it is.
+  const seed = /^-?\d{1,15}$/.test(result.seed) ? Number(result.seed) : result.seed;
+  return JSON.stringify({ ...result, seed }, (_key, value) => (typeof value === 'number' && !Number.isFinite(value) ? null : value), 2);
 }
