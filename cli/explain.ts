@@ -14,12 +14,14 @@ import { readFleetFile } from './fleet-file.ts';
 import { UsageError } from './usage.ts';
 import { formatProblem } from '../core/diagnostics/problem.ts';
 
-const HELP = `Usage: switchyard explain --policies DIR --request FILE [--header 'Name: value']... [--fleet FILE] [--json] [--seed N]
+const HELP = `Usage: switchyard explain [--policies DIR] --request FILE [--header 'Name: value']... [--fleet FILE] [--json] [--seed N]
 
+  --policies DIR   policy directory (default: policies/)
   --request FILE   an OpenAI request body (JSON or YAML; - for stdin): messages → chat, prompt → completions, input → embeddings
   --header H       a request header, e.g. 'Authorization: Bearer sk-demo-premium' or 'x-conversation-id: c-42'
   --fleet FILE     replica load: replicas: { ID: { kv_usage, queue_depth, running, in_flight, health, loaded_adapters, age_ms } }
-  --json           one JSON object: model, version, adapter, pool, replica, reason, status, retryAfter, trace`;
+  --json           one JSON object: model, version, adapter, pool, replica, reason, status, retryAfter, trace
+  --seed N         seeds the strategies' random choices (default 1)`;
 
 export async function runExplain(argv: string[]): Promise<number> {
   const { values } = parseArgs({

@@ -13,7 +13,7 @@ import { buildSnapshot } from '../core/policy/load.ts';
 import { UsageError } from './usage.ts';
 import { formatProblem, PolicyError } from '../core/diagnostics/problem.ts';
 
-const HELP = `Usage: switchyard sim --policies DIR --workload FILE [--seed N] [--out DIR] [options]
+const HELP = `Usage: switchyard sim [--policies DIR] --workload FILE [--seed N] [--out DIR] [--json] [options]
 
   --policies DIR          policy directory (default: policies/); replicas' emulate://PROFILE urls name the engine model
   --workload FILE         a workload file (docs/simulator.md; examples/workloads/)

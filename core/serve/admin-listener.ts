@@ -6,7 +6,9 @@
 // refuses to start without a token.
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { adminGuard, registerAdminRoutes, registerProbeRoutes, type AdminHooks } from './admin-routes.ts';
-import { errorHandler, notFoundHandler } from './http-errors.ts';
+import { errorBody, rejection } from '../errors.ts';
+import { errorHandler } from './http-errors.ts';
+import { rejectionHeaders } from './rejections.ts';
 
 export interface AdminListenerOptions {
   /** Default 8081; 0 picks a free port. */
@@ -50,7 +52,10 @@ export async function startAdminListener(
     ajv: { customOptions: { coerceTypes: false, useDefaults: false, removeAdditional: false, allErrors: false } },
   });
   app.setErrorHandler(errorHandler);
-  app.setNotFoundHandler(notFoundHandler);
+  app.setNotFoundHandler((request, reply) => {
+    const r = rejection('route_not_found', `No route ${request.method} ${request.url.split('?')[0].slice(0, 200)} on the admin listener. It serves /admin/state, /admin/decisions, /admin/reload, /admin/replicas/ID/drain, /admin/explorer, /healthz, /readyz and /metrics.`);
+    reply.code(404).headers(rejectionHeaders(r, request.id)).send(errorBody(r));
+  });
   registerProbeRoutes(app, hooks);
   registerAdminRoutes(app, hooks, options.token);
   more?.(app, adminGuard(options.token));

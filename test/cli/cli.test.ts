@@ -80,6 +80,7 @@ async function serve(args: string[], env: Record<string, string>, adminPort: num
   }
   return {
     output: () => out + err,
+    hup: () => child.kill('SIGHUP'),
     async stop(): Promise<number | null> {
       child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
@@ -179,8 +180,14 @@ test('every serve setting from the environment: the router listens where the env
     const third = await serve(['--policies', dir, '--admin-port', String(flagAdmin)], { PORT: String(otherPort) }, flagAdmin);
     try {
       assert.equal((await fetch(`http://127.0.0.1:${otherPort}/healthz`)).status, 200, 'PORT alone is used');
+      // SIGHUP answers (in the log) with what is on disk: here, refused with the problem.
+      writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 1 }).replace('model: tiny', 'model: tinny'));
+      third.hup();
+      await new Promise((resolve) => setTimeout(resolve, 500));
     } finally {
       assert.equal(await third.stop(), 0);
+      assert.match(third.output(), /"msg":"SIGHUP: policy refused"/);
+      assert.match(third.output(), /pools\.yaml:\d+:\d+: unknown model/);
     }
   } finally {
     cp.closeAllConnections();
