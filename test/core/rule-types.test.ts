@@ -4,11 +4,11 @@
 // the rule then silently never matches.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { builtinRegistry } from '../../core/plugins/builtins.ts';
-import { loadPolicyTexts } from '../../core/policy/load.ts';
-import { formatProblem } from '../../core/policy/problems.ts';
+import { buildSnapshot } from '../../core/policy/load.ts';
+import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import { RULE_FACTS } from '../../core/rules/rule-facts.ts';
 import { readFileSync } from 'node:fs';
+import { formatProblem } from '../../core/diagnostics/problem.ts';
 
 const models = 'kind: models\nmodels:\n  - id: m\n    versions: [{ version: v1 }]\n  - id: coder\n    versions: [{ version: v1 }]\naliases:\n  - { name: auto, cascade: auto }\n';
 const tenants = 'kind: tenants\nanonymous: t\ntenants:\n  - { id: t, tier: free }\n';
@@ -35,7 +35,7 @@ function rulesFile(poolCondition: string, cascadeCondition = '{ fact: promptToke
 }
 
 function problems(poolCondition: string, cascadeCondition?: string): string[] {
-  const result = loadPolicyTexts({ 'models.yaml': models, 'tenants.yaml': tenants, 'pools.yaml': pools, 'rules.yaml': rulesFile(poolCondition, cascadeCondition) }, { registry: builtinRegistry });
+  const result = buildSnapshot(policyInputsFromTexts({ 'models.yaml': models, 'tenants.yaml': tenants, 'pools.yaml': pools, 'rules.yaml': rulesFile(poolCondition, cascadeCondition) }));
   return result.problems.map(formatProblem);
 }
 

@@ -6,8 +6,7 @@
 import { textCondition } from '../../rules/compile.ts';
 import { RULE_FACTS, type FactType } from '../../rules/rule-facts.ts';
 import { textOperandProblem } from '../../rules/text-match.ts';
-import { closest } from '../schemas.ts';
-import type { PathSegment } from '../source.ts';
+import { closest, type PathSegment } from '../../diagnostics/schema-problems.ts';
 
 export interface TypeProblem {
   readonly path: readonly PathSegment[];
