@@ -17,7 +17,7 @@ const schema = {
         type: 'object',
         additionalProperties: false,
         properties: {
-          health: { enum: ['unknown', 'ready', 'not_ready', 'failing', 'draining'] },
+          health: { enum: ['unknown', 'ready', 'not_ready', 'failing', 'ejected', 'draining'] },
           kv_usage: { type: 'number', minimum: 0, maximum: 1 },
           queue_depth: { type: 'integer', minimum: 0 },
           running: { type: 'integer', minimum: 0 },

@@ -1,7 +1,8 @@
 // The replicas of a pool as strategies see them: filters first (not ready,
-// draining and failing replicas are excluded), then load signals with their
-// ages. Saturated replicas are marked, never dropped: excluding them would
-// push their load onto the rest, which then saturate too (section 8).
+// draining and failing replicas are excluded; ejected ones too, unless too
+// little of the pool is left: panic), then load signals with their ages.
+// Saturated replicas are marked, never dropped: excluding them would push
+// their load onto the rest, which then saturate too (section 8).
 import type { Candidate, LoadSignals } from '../../sdk/index.ts';
 import type { FleetView } from '../fleet/types.ts';
 import { oncePer } from '../once-per.ts';
@@ -22,6 +23,8 @@ export function buildCandidates(
 ): CandidateSet {
   const candidates: Candidate[] = [];
   const excluded: TraceAlternative[] = [];
+  let ejected: ReplicaSpec[] | undefined; // made only when a replica is ejected
+  let unhealthy = 0;
   for (const spec of pool.replicas) {
     if (exclude?.has(spec.id)) {
       excluded.push({ name: spec.id, note: 'already failed this request' });
@@ -33,21 +36,40 @@ export function buildCandidates(
     }
     const state = fleet.replica(spec.id);
     const health = state?.health ?? 'unknown';
+    if (health === 'ejected') {
+      (ejected ??= []).push(spec);
+      continue;
+    }
     if (health === 'not_ready' || health === 'failing' || health === 'draining') {
+      if (health === 'failing') unhealthy++;
       excluded.push({ name: spec.id, note: health.replace('_', ' ') });
       continue;
     }
-    const signals = loadSignals(spec, state, now, maxStalenessMs);
-    candidates.push({
-      id: spec.id,
-      url: spec.url,
-      engine: spec.engine,
-      saturated: signals.kvUsage >= pool.saturation.kvUsage || signals.queueDepth >= pool.saturation.queueDepth,
-      signals,
-      capacity: capacityOf(spec),
-    });
+    candidates.push(candidateOf(pool, spec, state, now, maxStalenessMs));
+  }
+  if (ejected) {
+    // Panic (Envoy's idea): with too few healthy replicas left, sending to the
+    // ejected ones beats rejecting everything. Failing, loading and draining
+    // replicas never come back this way.
+    const panic = candidates.length * 100 < pool.outlier.panicThresholdPercent * (candidates.length + ejected.length + unhealthy);
+    for (const spec of ejected) {
+      if (panic) candidates.push(candidateOf(pool, spec, fleet.replica(spec.id), now, maxStalenessMs));
+      else excluded.push({ name: spec.id, note: 'ejected (failed requests in a row)' });
+    }
   }
   return { candidates, excluded };
+}
+
+function candidateOf(pool: Pool, spec: ReplicaSpec, state: ReturnType<FleetView['replica']>, now: number, maxStalenessMs: number): Candidate {
+  const signals = loadSignals(spec, state, now, maxStalenessMs);
+  return {
+    id: spec.id,
+    url: spec.url,
+    engine: spec.engine,
+    saturated: signals.kvUsage >= pool.saturation.kvUsage || signals.queueDepth >= pool.saturation.queueDepth,
+    signals,
+    capacity: capacityOf(spec),
+  };
 }
 
 // A replica's capacity changes only with its policy: one object per replica spec, not one a request.

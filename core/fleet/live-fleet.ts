@@ -6,6 +6,7 @@
 import type { Logger } from '../../sdk/types.ts';
 import { ENGINE_METRIC_NAMES, extractSignals, hasLoadSignals } from './engine-signals.ts';
 import type { CheckOutcome, HealthChange } from './health.ts';
+import type { Ejection, OutlierSettings, UpstreamOutcome } from './outlier.ts';
 import { PollLoop } from './poll-loop.ts';
 import { parsePrometheusText } from './prometheus-text.ts';
 import { ReplicaClient } from './replica-client.ts';
@@ -13,6 +14,20 @@ import type { FleetView, ReplicaState } from './types.ts';
 import { WatchedReplica, type ReplicaReport, type ReplicaTarget } from './watched-replica.ts';
 
 export type { ReplicaReport, ReplicaTarget } from './watched-replica.ts';
+
+/** The pool a proxied attempt belonged to, as outlier detection needs it: its members and its settings. */
+export interface OutlierScope {
+  readonly key: string;
+  readonly replicas: readonly { readonly id: string }[];
+  readonly outlier: OutlierSettings;
+}
+
+/** An ejection or a return, for metrics and logs. */
+export interface EjectionEvent {
+  readonly replica: string;
+  readonly pool: string;
+  readonly ejection: Ejection;
+}
 
 export interface LiveFleetOptions {
   readonly replicas: readonly ReplicaTarget[];
@@ -29,6 +44,8 @@ export interface LiveFleetOptions {
   /** The clock that stamps `scrapedAt` and `checkedAt` (ms). Default Date.now. */
   readonly now?: () => number;
   readonly log?: Logger;
+  /** Called when outlier detection ejects a replica (metrics). */
+  readonly onEjection?: (event: EjectionEvent) => void;
 }
 
 export const LIVE_FLEET_DEFAULTS = {
@@ -52,8 +69,11 @@ interface Watch {
 
 export class LiveFleet implements FleetView {
   private readonly watches = new Map<string, Watch>();
-  private readonly settings: Required<Omit<LiveFleetOptions, 'replicas' | 'log'>>;
+  private readonly settings: Required<Omit<LiveFleetOptions, 'replicas' | 'log' | 'onEjection'>>;
   private readonly log: Logger | undefined;
+  private readonly onEjection: LiveFleetOptions['onEjection'];
+  /** The pool each ejected replica was ejected from: named again when it returns. */
+  private readonly ejectedFrom = new Map<string, string>();
   private started = false;
 
   constructor(options: LiveFleetOptions) {
@@ -66,6 +86,7 @@ export class LiveFleet implements FleetView {
       now: options.now ?? Date.now,
     };
     this.log = options.log;
+    this.onEjection = options.onEjection;
     this.update(options.replicas);
   }
 
@@ -109,6 +130,7 @@ export class LiveFleet implements FleetView {
       const target = next.get(id);
       if (target && target.url === watch.replica.target.url && target.engine === watch.replica.target.engine) continue;
       this.watches.delete(id);
+      this.ejectedFrom.delete(id);
       void this.stopWatch(watch);
     }
     for (const [id, target] of next) {
@@ -154,6 +176,29 @@ export class LiveFleet implements FleetView {
     const watch = this.watches.get(id);
     if (!watch) return;
     this.logChange(watch.replica, watch.replica.recordFailure(error), error);
+  }
+
+  /**
+   * Passive health: how a proxied attempt on `id` ended. Enough failures in a
+   * row eject the replica, unless the pool already has its most ejected at
+   * once (max ejection percent, at least one). Cheap for a success on a
+   * clean record: it runs for every request.
+   */
+  recordUpstream(id: string, outcome: UpstreamOutcome, scope: OutlierScope, detail = ''): void {
+    const replica = this.watches.get(id)?.replica;
+    if (!replica || !replica.recordUpstream(outcome, scope.outlier) || outcome === 'success') return;
+    const settings = scope.outlier;
+    const allowed = Math.max(1, Math.floor((scope.replicas.length * settings.maxEjectionPercent) / 100));
+    let ejected = 0;
+    for (const member of scope.replicas) if (this.watches.get(member.id)?.replica.ejected) ejected++;
+    if (ejected >= allowed) {
+      this.log?.warn('fleet: replica not ejected: its pool has the most ejected at once', { replica: id, pool: scope.key, cause: outcome, ejected, maxEjectionPercent: settings.maxEjectionPercent });
+      return;
+    }
+    const ejection = replica.eject(outcome, detail, this.settings.now(), settings);
+    this.ejectedFrom.set(id, scope.key);
+    this.log?.warn('fleet: replica ejected', { replica: id, pool: scope.key, cause: outcome, detail, ejectionMs: ejection.until - ejection.ejectedAt, multiplier: ejection.multiplier });
+    this.onEjection?.({ replica: id, pool: scope.key, ejection });
   }
 
   private startWatch(watch: Watch): void {
@@ -213,7 +258,13 @@ export class LiveFleet implements FleetView {
       outcome = 'error';
       error = describe(err);
     }
-    this.logChange(replica, replica.recordCheck(outcome, this.settings.now(), error), error);
+    const { change, returned } = replica.recordCheck(outcome, this.settings.now(), error);
+    this.logChange(replica, change, error);
+    if (returned) {
+      const id = replica.target.id;
+      this.log?.info('fleet: replica back from ejection (health check passed)', { replica: id, pool: this.ejectedFrom.get(id), cause: returned.cause, ejectedForMs: this.settings.now() - returned.ejectedAt });
+      this.ejectedFrom.delete(id);
+    }
   }
 
   private logChange(replica: WatchedReplica, change: HealthChange | undefined, error: string | undefined): void {

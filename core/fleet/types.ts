@@ -10,6 +10,12 @@ export type ReplicaHealth =
   | 'not_ready'
   /** Failed consecutive health checks: excluded until consecutive successes. */
   | 'failing'
+  /**
+   * Passive health: the proxy's own requests failed in a row (outlier
+   * detection). Excluded for a back-off, unless too little of its pool is
+   * left (panic); a passing health check after the back-off brings it back.
+   */
+  | 'ejected'
   /** Finishing in-flight work, taking no new requests: excluded. */
   | 'draining';
 

@@ -5,6 +5,7 @@
 import type { Engine } from '../../sdk/types.ts';
 import { prefixHitRatioSince, type EngineSignals, type PrefixWindow } from './engine-signals.ts';
 import { HealthTracker, type CheckOutcome, type HealthChange, type HealthPolicy, type ProbedHealth } from './health.ts';
+import { OutlierDetector, type Ejection, type OutlierSettings, type UpstreamOutcome } from './outlier.ts';
 import type { ReplicaHealth, ReplicaState } from './types.ts';
 
 export interface ReplicaTarget {
@@ -49,10 +50,16 @@ export interface ReplicaReport {
   readonly lastScrapeError: string | null;
   /** Unreadable lines among the series read from the last page. */
   readonly skippedLines: number;
+  /** Passive health: proxied attempts that failed in a row, all kinds and connect/timeout/protocol only. */
+  readonly consecutiveUpstreamFailures: number;
+  readonly consecutiveGatewayFailures: number;
+  /** The current ejection and why; null while in rotation. */
+  readonly ejection: Ejection | null;
 }
 
 export class WatchedReplica {
   private readonly tracker: HealthTracker;
+  private readonly outlier = new OutlierDetector();
   private signals: EngineSignals = {};
   private scrapedAt: number | undefined;
   private checkedAt: number | undefined;
@@ -134,16 +141,38 @@ export class WatchedReplica {
     return this.scrapeFailures === 1;
   }
 
-  recordCheck(outcome: CheckOutcome, at: number, error?: string): HealthChange | undefined {
+  /** Records a health check; returns the health change it caused and the ejection a passing check ended. */
+  recordCheck(outcome: CheckOutcome, at: number, error?: string): { change?: HealthChange; returned?: Ejection } {
     this.checkedAt = at;
     this.lastCheckError = outcome === 'ok' ? undefined : error;
-    return this.observe(outcome);
+    const change = this.observe(outcome);
+    // Back from an ejection only on a check that passes after the back-off.
+    const returned = outcome === 'ok' && this.tracker.health === 'ready' ? this.outlier.healthy(at) : undefined;
+    return { change, returned };
   }
 
   /** A failure seen outside the health checks (the proxy could not connect). */
   recordFailure(error: string): HealthChange | undefined {
     this.lastCheckError = error;
     return this.observe('error');
+  }
+
+  get ejected(): boolean {
+    return this.outlier.ejection !== undefined;
+  }
+
+  /**
+   * Counts how a proxied attempt ended; true when that reaches an ejection
+   * threshold (the fleet decides whether the pool can spare the replica).
+   * Snapshot untouched: health changes only on eject().
+   */
+  recordUpstream(outcome: UpstreamOutcome, settings: OutlierSettings): boolean {
+    return this.outlier.record(outcome, settings);
+  }
+
+  eject(cause: Ejection['cause'], detail: string, now: number, settings: OutlierSettings): Ejection {
+    this.view = undefined;
+    return this.outlier.eject(cause, detail, now, settings);
   }
 
   report(now: number): ReplicaReport {
@@ -178,6 +207,9 @@ export class WatchedReplica {
       lastCheckError: this.lastCheckError ?? null,
       lastScrapeError: this.lastScrapeError ?? null,
       skippedLines: this.skippedLines,
+      consecutiveUpstreamFailures: this.outlier.consecutiveFailures,
+      consecutiveGatewayFailures: this.outlier.consecutiveGatewayFailures,
+      ejection: this.outlier.ejection ?? null,
     };
   }
 
@@ -187,8 +219,11 @@ export class WatchedReplica {
     return change;
   }
 
+  /** Draining first (the operator's word), then what active checks found, then passive ejection. */
   private health(): ReplicaHealth {
-    return this.draining ? 'draining' : this.tracker.health;
+    if (this.draining) return 'draining';
+    const probed = this.tracker.health;
+    return this.outlier.ejection && (probed === 'ready' || probed === 'unknown') ? 'ejected' : probed;
   }
 
   private updatePrefixRatio(signals: EngineSignals): void {

@@ -46,8 +46,20 @@ export class RouterMetrics {
   });
   readonly retries = new Counter({
     name: 'switchyard_retries_total',
-    help: 'Requests retried on another replica before the first byte, by pool and cause.',
+    help: 'Requests retried on another replica before the first byte, by pool and cause (connect, status_5xx, timeout, protocol).',
     labelNames: ['pool', 'cause'] as const,
+    registers: [this.registry],
+  });
+  readonly retriesRefused = new Counter({
+    name: 'switchyard_retries_refused_total',
+    help: 'Failed requests not retried, by pool and reason (attempts: max_retries reached; budget: the retry budget is spent; no_replica: no other replica to try).',
+    labelNames: ['pool', 'reason'] as const,
+    registers: [this.registry],
+  });
+  readonly ejections = new Counter({
+    name: 'switchyard_replica_ejections_total',
+    help: 'Replicas ejected by outlier detection, by pool, replica and the failure that tipped it (connect, status_5xx, timeout, protocol).',
+    labelNames: ['pool', 'replica', 'cause'] as const,
     registers: [this.registry],
   });
   readonly strategyFaults = new Counter({
@@ -78,6 +90,7 @@ export class RouterMetrics {
   readonly replicaInFlight = this.replicaGauge('switchyard_replica_in_flight', 'Requests this router has in flight on each replica.');
   readonly replicaSignalAge = this.replicaGauge('switchyard_replica_signal_age_seconds', 'Age of the scraped load signals of each replica (+Inf before the first scrape).');
   readonly replicaHealthy = this.replicaGauge('switchyard_replica_ready', '1 when the replica takes new requests (ready or not yet checked), else 0.');
+  readonly replicaEjected = this.replicaGauge('switchyard_replica_ejected', '1 while outlier detection has the replica ejected, else 0.');
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'switchyard_process_' });

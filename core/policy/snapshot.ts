@@ -2,6 +2,7 @@
 // against from arrival to its last byte. A reload builds a new Snapshot off
 // the hot path and swaps one reference; nothing here is ever mutated.
 import type { Engine, LoadScoreWeights, Priority, StrategyDefinition, StrategyInstance } from '../../sdk/index.ts';
+import type { OutlierSettings } from '../fleet/outlier.ts';
 import type { RuleSet } from '../rules/compile.ts';
 
 export interface ModelVersion {
@@ -69,11 +70,28 @@ export interface StrategySlot {
   readonly instance: StrategyInstance;
 }
 
+/** Timeouts and connections towards a pool's engines (docs/reliability.md gives the defaults' reasons). */
 export interface UpstreamSettings {
   readonly connectTimeoutMs: number;
+  /** Time to response headers on a stream (engines send them at once). */
+  readonly streamHeadersTimeoutMs: number;
+  /** Time to response headers without streaming: the whole generation. */
   readonly headersTimeoutMs: number;
+  /** Longest silence between two chunks of a stream. */
+  readonly streamIdleTimeoutMs: number;
+  /** Longest silence between two chunks of a non-streaming body. */
   readonly bodyTimeoutMs: number;
   readonly connections: number;
+}
+
+/** Retries before the first byte (docs/reliability.md). */
+export interface RetrySettings {
+  /** Retries after the first attempt, each on another replica. */
+  readonly maxRetries: number;
+  /** Retries in progress may be at most this share of the pool's requests in flight... */
+  readonly budgetPercent: number;
+  /** ...or this many, whichever is more. */
+  readonly minConcurrency: number;
 }
 
 export interface Pool {
@@ -90,6 +108,8 @@ export interface Pool {
   readonly weights: LoadScoreWeights;
   readonly waitEstimate: { readonly msPerQueuedRequest: number; readonly prefillMsPer1kTokens: number };
   readonly upstream: UpstreamSettings;
+  readonly retries: RetrySettings;
+  readonly outlier: OutlierSettings;
 }
 
 export interface RouterSettings {

@@ -1,36 +1,46 @@
-// Carries out an admitted decision: sends the request to the chosen replica
-// and passes the response back byte for byte as it arrives (SSE included,
-// never buffered). Before the first byte, a connect error or a 5xx is retried
-// once on another replica picked by the same strategy chain; after it,
-// nothing is retried and a stream ends with an OpenAI-shaped error event.
+// Carries out an admitted decision on one replica: sends the request and
+// passes the response back as it arrives (SSE included, never buffered beyond
+// the end of the last whole event). Nothing reaches the client before the
+// engine's first body byte: until then, any failure (connect error, 5xx,
+// timeout, reset, garbage) leaves the client's response untouched and can be
+// retried elsewhere (proxy.ts decides). After it, nothing is retried: a stream
+// ends with one OpenAI-shaped error event, any other body is cut.
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
-import { rejection, type Rejection } from '../errors.ts';
-import type { Decision } from '../decide/decide.ts';
+import { rejection } from '../errors.ts';
+import type { UpstreamOutcome } from '../fleet/outlier.ts';
+import type { UpstreamSettings } from '../policy/snapshot.ts';
 import { sseErrorEvent } from './rejections.ts';
+
+/** Why an attempt failed, in the terms of outlier detection and the retry metrics. */
+export type FailureCause = Exclude<UpstreamOutcome, 'success'>;
 
 /** How one attempt on one replica ended. */
 export type AttemptResult =
   | { readonly kind: 'done'; readonly status: number; readonly ttfbMs: number }
   /** Failed before anything reached the client: safe to retry elsewhere. */
-  | { readonly kind: 'retryable'; readonly cause: 'connect' | 'status_5xx'; readonly detail: string; readonly status?: number }
-  /** Failed before the first byte, but retrying could double the engine's work (a timeout). */
-  | { readonly kind: 'failed'; readonly rejection: Rejection }
+  | { readonly kind: 'retryable'; readonly cause: FailureCause; readonly detail: string; readonly status?: number }
   /** Failed after the first byte: the client got an error event or a cut connection. */
-  | { readonly kind: 'broken'; readonly detail: string; readonly ttfbMs: number }
+  | { readonly kind: 'broken'; readonly cause: FailureCause; readonly detail: string; readonly ttfbMs: number }
   | { readonly kind: 'aborted' };
 
-// Headers that describe one hop, not the response.
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-authenticate', 'proxy-authorization', 'date', 'server']);
-const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
+// Headers that describe one hop, not the response (RFC 9110 §7.6.1), and
+// the engine's date and server.
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'date', 'server']);
+const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT']);
+const TIMEOUT_ERRORS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+/** A partial SSE event longer than this is passed on without waiting for its end (a hostile engine's endless line). */
+const MAX_HELD_EVENT_BYTES = 256 * 1024;
+/** Engine text (error messages) kept in a result's detail, for logs and /admin/state. */
+const MAX_DETAIL_CHARS = 200;
 
 export interface AttemptInput {
   readonly dispatcher: Dispatcher;
   readonly path: string;
   readonly body: string;
   readonly requestId: string;
-  readonly decision: Decision;
   readonly stream: boolean;
+  readonly timeouts: UpstreamSettings;
   readonly res: ServerResponse;
   /**
    * Headers every successful response carries (x-request-id, x-switchyard-*),
@@ -42,17 +52,20 @@ export interface AttemptInput {
 
 /**
  * One attempt on one replica. Resolves once the exchange is over; never
- * rejects. The client's response is touched only once a non-5xx status has
- * arrived, so a retryable failure leaves it untouched.
+ * rejects. The client's response is touched only once the engine's first body
+ * byte (or its empty body's end) arrives with a status below 500.
  */
 export function attempt(input: AttemptInput): Promise<AttemptResult> {
   return new Promise<AttemptResult>((resolve) => {
+    const { timeouts, stream } = input;
     input.dispatcher.dispatch(
       {
         path: input.path,
         method: 'POST',
-        headers: { 'content-type': 'application/json', accept: input.stream ? 'text/event-stream' : 'application/json', 'x-request-id': input.requestId },
+        headers: { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json', 'x-request-id': input.requestId },
         body: input.body,
+        headersTimeout: stream ? timeouts.streamHeadersTimeoutMs : timeouts.headersTimeoutMs,
+        bodyTimeout: stream ? timeouts.streamIdleTimeoutMs : timeouts.bodyTimeoutMs,
       },
       new Attempt(input, resolve),
     );
@@ -67,7 +80,17 @@ export function attempt(input: AttemptInput): Promise<AttemptResult> {
 class Attempt implements Dispatcher.DispatchHandler {
   private readonly started = performance.now();
   private controller: Dispatcher.DispatchController | undefined;
+  /** Status and headers arrived (below 500); not yet sent. */
+  private status = 0;
+  private engineHeaders: IncomingHttpHeaders | undefined;
+  /** The client's response has its status line: no retry from here on. */
   private committed = false;
+  /** The body is SSE we can end with an error event of our own. */
+  private sse = false;
+  /** The bytes after the last whole SSE event, held until the event ends. */
+  private heldEvent: Buffer | undefined;
+  /** An overlong event went out unfinished: an error event appended now would be garbled. */
+  private midEvent = false;
   private settled = false;
   private ttfbMs = 0;
   private clientGone = false;
@@ -95,8 +118,8 @@ class Attempt implements Dispatcher.DispatchHandler {
   private clientClosed(): void {
     if (this.input.res.writableFinished) return;
     this.clientGone = true;
-    this.controller?.abort(new Error('client disconnected'));
     this.settle({ kind: 'aborted' });
+    this.controller?.abort(new Error('client disconnected'));
   }
 
   private drained(): void {
@@ -111,15 +134,33 @@ class Attempt implements Dispatcher.DispatchHandler {
   onResponseStart(c: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     this.ttfbMs = performance.now() - this.started;
     if (statusCode >= 500) {
-      c.abort(new Error(`engine answered ${statusCode}`));
+      // Settle before abort(): undici calls onResponseError from inside it.
       this.settle({ kind: 'retryable', cause: 'status_5xx', detail: `engine answered ${statusCode}`, status: statusCode });
+      c.abort(new Error(`engine answered ${statusCode}`));
       return;
     }
+    this.status = statusCode;
+    this.engineHeaders = headers;
+  }
+
+  /** Sends the status line and headers: from here on the request belongs to this replica. */
+  private commit(): void {
     this.committed = true;
-    this.input.res.writeHead(statusCode, responseHeaders(headers, this.input.responseHeaders));
+    const headers = this.engineHeaders!;
+    const type = headers['content-type'];
+    // Ours to end with an error event only if we can append plain bytes to it.
+    const eventStream = typeof type === 'string' && type.startsWith('text/event-stream');
+    this.sse = eventStream && headers['content-encoding'] === undefined;
+    this.input.res.writeHead(this.status, responseHeaders(headers, this.input.responseHeaders, eventStream || this.input.stream));
   }
 
   onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.settled) return;
+    if (!this.committed) this.commit();
+    if (this.sse) {
+      chunk = this.wholeEvents(chunk);
+      if (chunk.length === 0) return;
+    }
     const { res } = this.input;
     if (!res.write(chunk)) {
       c.pause();
@@ -127,45 +168,85 @@ class Attempt implements Dispatcher.DispatchHandler {
     }
   }
 
+  /** The whole SSE events in what arrived; the rest is held until its event ends. */
+  private wholeEvents(chunk: Buffer): Buffer {
+    const data = this.heldEvent ? Buffer.concat([this.heldEvent, chunk]) : chunk;
+    this.heldEvent = undefined;
+    const end = eventsEnd(data);
+    if (end === data.length) {
+      this.midEvent = false;
+      return data;
+    }
+    if (data.length - end > MAX_HELD_EVENT_BYTES) {
+      this.midEvent = true;
+      return data;
+    }
+    this.heldEvent = Buffer.from(data.subarray(end)); // a copy: the socket's buffer is not ours to keep
+    this.midEvent = false;
+    return data.subarray(0, end);
+  }
+
   onResponseEnd(): void {
+    if (this.settled) return;
+    if (!this.committed) this.commit();
     const { res } = this.input;
+    if (this.heldEvent) res.write(this.heldEvent); // the engine ended without a blank line: its bytes, as sent
     res.end();
-    this.settle({ kind: 'done', status: res.statusCode, ttfbMs: this.ttfbMs });
+    this.settle({ kind: 'done', status: this.status, ttfbMs: this.ttfbMs });
   }
 
   onResponseError(_c: Dispatcher.DispatchController, error: Error): void {
     if (this.settled) return;
     if (this.clientGone) return this.settle({ kind: 'aborted' });
-    const { input } = this;
-    if (!this.committed) {
-      const code = (error as { code?: string }).code ?? '';
-      if (CONNECT_ERRORS.has(code)) return this.settle({ kind: 'retryable', cause: 'connect', detail: `${code}: ${error.message}` });
-      const timeout = code === 'UND_ERR_HEADERS_TIMEOUT';
-      return this.settle({
-        kind: 'failed',
-        rejection: rejection(timeout ? 'upstream_timeout' : 'upstream_error', timeout ? `Replica ${input.decision.replica} sent no response headers in time.` : `Replica ${input.decision.replica} failed: ${error.message}`),
-      });
-    }
-    // Mid-stream: the first byte is out, so no retry. End cleanly for the client.
-    if (input.stream) {
-      input.res.end(sseErrorEvent(rejection('upstream_error', `The replica serving this stream failed mid-way: ${error.message}`)));
+    const code = (error as { code?: string }).code ?? '';
+    const cause: FailureCause = CONNECT_ERRORS.has(code) ? 'connect' : TIMEOUT_ERRORS.has(code) ? 'timeout' : 'protocol';
+    const detail = `${code ? `${code}: ` : ''}${error.message}`.slice(0, MAX_DETAIL_CHARS);
+    if (!this.committed) return this.settle({ kind: 'retryable', cause, detail });
+    // Mid-body: the first byte is out, so no retry. End so the client knows.
+    const { res } = this.input;
+    if (this.sse && !this.midEvent) {
+      // The held partial event is dropped: the client sees whole events, then one error event, then a clean end.
+      res.end(sseErrorEvent(rejection(cause === 'timeout' ? 'upstream_timeout' : 'upstream_error', cause === 'timeout' ? 'The replica serving this stream went silent mid-way.' : 'The replica serving this stream failed mid-way.')));
     } else {
-      input.res.destroy(error);
+      // A body cut short must not look complete, nor leave the client waiting for the rest.
+      res.destroy();
     }
-    this.settle({ kind: 'broken', detail: error.message, ttfbMs: this.ttfbMs });
+    this.settle({ kind: 'broken', cause, detail, ttfbMs: this.ttfbMs });
   }
 }
 
 /**
- * The engine's headers less the hop-by-hop ones, then ours, as a flat list
- * (writeHead's cheapest form). Ours win over the engine's and take their place.
+ * Where the whole SSE events in `data` end: the index just past its last
+ * blank line ("\n\n", "\r\n\r\n" or "\r\r"), 0 if it has none. Scans from the
+ * end: an engine's chunk usually ends on a boundary, found at once.
  */
-function responseHeaders(engine: IncomingHttpHeaders, ours: readonly string[]): (string | string[])[] {
+export function eventsEnd(data: Buffer): number {
+  for (let i = data.length - 1; i >= 1; i--) {
+    const c = data[i];
+    if (c === 0x0a) {
+      const prev = data[i - 1];
+      if (prev === 0x0a || (prev === 0x0d && i >= 2 && data[i - 2] === 0x0a)) return i + 1;
+    } else if (c === 0x0d && data[i - 1] === 0x0d) {
+      return i + 1;
+    }
+  }
+  return 0;
+}
+
+/**
+ * The engine's headers less the hop-by-hop ones (and on a stream, the length:
+ * ours may end differently), then ours, as a flat list (writeHead's cheapest
+ * form). Ours win over the engine's and take their place.
+ */
+function responseHeaders(engine: IncomingHttpHeaders, ours: readonly string[], stream: boolean): (string | string[])[] {
   const out: (string | string[])[] = [];
+  const connection = engine.connection;
+  // Names the engine's Connection header lists are hop-by-hop too (keep-alive and close name none).
+  const listed = typeof connection === 'string' && connection !== 'keep-alive' && connection !== 'close' ? connection.toLowerCase().split(',').map((s) => s.trim()) : undefined;
   let placed = 0; // bit i: ours[2i] went out in the engine's place
   for (const name in engine) {
     const value = engine[name];
-    if (value === undefined || HOP_BY_HOP.has(name)) continue;
+    if (value === undefined || HOP_BY_HOP.has(name) || (stream && name === 'content-length') || listed?.includes(name)) continue;
     const i = indexOfName(ours, name);
     if (i >= 0) {
       out.push(name, ours[i + 1]);

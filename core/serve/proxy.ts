@@ -5,11 +5,13 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { decide, type DecideOptions, type Decision } from '../decide/decide.ts';
 import type { DecideEnv } from '../decide/env.ts';
 import type { StrategyFault } from '../decide/replica.ts';
-import { rejection } from '../errors.ts';
+import { rejection, type Rejection } from '../errors.ts';
 import { oncePer } from '../once-per.ts';
 import { requestFacts, type FactsOptions, type RequestFacts } from '../facts/request-facts.ts';
 import type { Endpoint } from '../facts/request-schemas.ts';
 import { charsPerTokenEstimator } from '../facts/tokens.ts';
+import type { OutlierScope } from '../fleet/live-fleet.ts';
+import type { UpstreamOutcome } from '../fleet/outlier.ts';
 import type { FleetView } from '../fleet/types.ts';
 import type { DecisionLog } from '../observe/decision-log.ts';
 import type { RouterMetrics } from '../observe/metrics.ts';
@@ -17,6 +19,7 @@ import type { Pool, ReplicaSpec, Snapshot } from '../policy/snapshot.ts';
 import type { ColdLoads } from './cold-loads.ts';
 import { attempt, type AttemptResult } from './forward.ts';
 import { writeRejection } from './rejections.ts';
+import type { RetryBudget } from './retry-budget.ts';
 import type { Upstreams } from './upstream.ts';
 
 /** Where requests get their snapshot: acquired at arrival, released when the response ends. */
@@ -25,16 +28,20 @@ export interface PolicySource {
   acquire(): { readonly snapshot: Snapshot; release(): void };
 }
 
-/** The fleet as the proxy uses it: signals, plus its own in-flight counts and failure reports. */
+/** The fleet as the proxy uses it: signals, plus its own in-flight counts and how its attempts ended. */
 export interface RouterFleet extends FleetView {
   acquire(id: string): () => void;
+  /** A connect error: counts as a failed health check at once. */
   markFailure(id: string, error?: string): void;
+  /** Passive health: every attempt's outcome (outlier detection). */
+  recordUpstream(id: string, outcome: UpstreamOutcome, scope: OutlierScope, detail?: string): void;
 }
 
 export interface ProxyDeps {
   readonly policy: PolicySource;
   readonly fleet: RouterFleet;
   readonly upstreams: Upstreams;
+  readonly retryBudget: RetryBudget;
   readonly env: DecideEnv;
   readonly metrics: RouterMetrics;
   readonly decisions: DecisionLog;
@@ -94,28 +101,45 @@ async function route(
   const stream = body.stream === true;
   // Serialized once, for every attempt. A copy only when the model changes.
   const upstreamBody = JSON.stringify(body.model === decision.upstreamModel ? body : { ...body, model: decision.upstreamModel });
-  let failed: Set<string> | undefined; // made on the first retry
+  const budgetKey = decision.poolRef!.key;
+  deps.retryBudget.begin(budgetKey);
+  let tried: Set<string> | undefined; // made on the first retry
+  let retrying = false;
   let result: AttemptResult;
-  for (;;) {
-    result = await send(deps, snapshot, decision, path, upstreamBody, stream, request, res, failed !== undefined);
-    if (result.kind !== 'retryable') break;
-    deps.fleet.markFailure(decision.replica!, result.detail);
-    (failed ??= new Set()).add(decision.replica!);
-    metrics.retries.inc({ pool: decision.pool!, cause: result.cause });
-    const retry = decide(facts as RequestFacts, snapshot, deps.fleet, deps.env, { ...hooks, excludeReplicas: failed, quotaTaken: true });
-    deps.decisions.add(retry);
-    if (retry.status !== 200) {
-      // Nowhere left to go: every replica is down or failed this request.
-      const none = rejection('no_healthy_replica', `No replica of pool ${decision.pool} could take the request (${result.detail}). Retry after 2 s.`, { retryAfterS: 2 });
-      reject(deps, request, res, { ...retry, rejection: none, status: none.status, reason: none.message });
-      return;
+  let attempts = 0;
+  try {
+    for (;;) {
+      result = await send(deps, snapshot, decision, path, upstreamBody, stream, request, res, retrying);
+      attempts++;
+      if (result.kind !== 'retryable') break;
+      // Failed before the first byte: another replica, if the pool's limits allow.
+      const pool = decision.poolRef!;
+      const refused = attempts > pool.retries.maxRetries ? 'attempts' : deps.retryBudget.tryRetry(budgetKey, pool.retries, retrying) ? undefined : 'budget';
+      if (refused) {
+        metrics.retriesRefused.inc({ pool: pool.name, reason: refused });
+        break;
+      }
+      retrying = true;
+      (tried ??= new Set()).add(decision.replica!);
+      const retry = decide(facts as RequestFacts, snapshot, deps.fleet, deps.env, { ...hooks, excludeReplicas: tried, quotaTaken: true });
+      deps.decisions.add(retry);
+      if (retry.status !== 200) {
+        // Nowhere left to go: every other replica is out or failed this request.
+        metrics.retriesRefused.inc({ pool: pool.name, reason: 'no_replica' });
+        const none = rejection('no_healthy_replica', `No other replica of pool ${decision.pool} could take the request after ${failureText(result)}. Retry after 2 s.`, { retryAfterS: 2 });
+        reject(deps, request, res, { ...retry, rejection: none, status: none.status, reason: none.message });
+        return;
+      }
+      metrics.retries.inc({ pool: pool.name, cause: result.cause });
+      decision = retry;
     }
-    decision = retry;
+  } finally {
+    deps.retryBudget.end(budgetKey, retrying);
   }
 
   const outcome = outcomeOf(result);
   metrics.requests.inc({ model: decision.model!, pool: decision.pool!, outcome });
-  if (result.kind === 'failed') writeRejection(res, result.rejection, request.id);
+  if (result.kind === 'retryable') writeRejection(res, failureRejection(result), request.id);
   for (const slot of decision.poolRef!.chain) {
     try {
       slot.instance.onCompleted?.(decision.routed!, decision.replica!, outcome === 'ok');
@@ -130,9 +154,11 @@ async function route(
       pool: decision.pool,
       replica: decision.replica,
       strategy: decision.strategy,
-      status: result.kind === 'done' ? result.status : result.kind === 'failed' ? result.rejection.status : undefined,
+      status: result.kind === 'done' ? result.status : result.kind === 'retryable' ? failureRejection(result).status : undefined,
       outcome,
-      retried: failed !== undefined,
+      retried: retrying,
+      attempts,
+      failure: result.kind === 'retryable' || result.kind === 'broken' ? result.cause : undefined,
       ttfbMs: 'ttfbMs' in result ? Math.round(result.ttfbMs) : undefined,
       durationMs: Math.round(performance.now() - t0),
     },
@@ -172,7 +198,7 @@ async function send(
   } catch (error) {
     // A replica a reload just added may not be reachable yet (an emulated one still starting).
     releaseInFlight();
-    return { kind: 'retryable', cause: 'connect', detail: (error as Error).message };
+    return { kind: 'retryable', cause: 'connect', detail: (error as Error).message.slice(0, 200) };
   }
   try {
     const result = await attempt({
@@ -180,14 +206,19 @@ async function send(
       path,
       body,
       requestId: request.id,
-      decision,
       stream,
+      timeouts: pool.upstream,
       res,
       responseHeaders: headers,
     });
     if (result.kind === 'done' || result.kind === 'broken') {
       deps.metrics.ttfbSeconds.observe({ pool: pool.name }, result.ttfbMs / 1000);
       deps.metrics.upstreamSeconds.observe({ pool: pool.name }, (performance.now() - started) / 1000);
+    }
+    if (result.kind === 'done') deps.fleet.recordUpstream(replica.id, 'success', pool);
+    else if (result.kind !== 'aborted') {
+      if (result.cause === 'connect') deps.fleet.markFailure(replica.id, result.detail);
+      deps.fleet.recordUpstream(replica.id, result.cause, pool, result.detail);
     }
     return result;
   } finally {
@@ -217,6 +248,25 @@ function outcomeOf(result: AttemptResult): string {
     case 'broken':
       return 'broken_stream';
     default:
-      return 'upstream_error';
+      return result.cause === 'timeout' ? 'upstream_timeout' : 'upstream_error';
+  }
+}
+
+/** What a client is told when no attempt got an answer (without the engine's own words: they may name hosts). */
+function failureRejection(result: Extract<AttemptResult, { kind: 'retryable' }>): Rejection {
+  const text = failureText(result);
+  return result.cause === 'timeout' ? rejection('upstream_timeout', `The model server did not answer in time (${text}).`) : rejection('upstream_error', `The model server failed before answering (${text}).`);
+}
+
+function failureText(result: Extract<AttemptResult, { kind: 'retryable' }>): string {
+  switch (result.cause) {
+    case 'status_5xx':
+      return `it answered ${result.status}`;
+    case 'connect':
+      return 'no connection';
+    case 'timeout':
+      return 'a timeout';
+    default:
+      return 'a broken connection';
   }
 }

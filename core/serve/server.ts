@@ -17,6 +17,7 @@ import { errorHandler, notFoundHandler } from './http-errors.ts';
 import { modelsHandler } from './models-route.ts';
 import { proxyHandler, type PolicySource } from './proxy.ts';
 import { DIRECT_REPLICAS, type ReplicaAddresses } from './replica-addresses.ts';
+import { RetryBudget } from './retry-budget.ts';
 import { Upstreams } from './upstream.ts';
 
 /** A policy source that can also reload and report (the PolicyStore). */
@@ -78,17 +79,23 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   await replicas.sync(initial);
 
   const targets = (snapshot: Snapshot) => [...snapshot.replicas.values()].map((r) => ({ id: r.id, url: replicas.urlOf(r), engine: r.engine }));
+  let app: FastifyInstance | undefined; // the fleet logs through it once it exists
   const fleet = new LiveFleet({
     replicas: targets(initial),
     scrapeIntervalMs: options.scrapeIntervalMs ?? initial.settings.scrapeIntervalMs,
     healthIntervalMs: options.healthIntervalMs ?? initial.settings.healthIntervalMs,
+    log: {
+      info: (message, fields) => app?.log.info(fields ?? {}, message),
+      warn: (message, fields) => app?.log.warn(fields ?? {}, message),
+    },
+    onEjection: ({ replica, pool, ejection }) => metrics.ejections.inc({ pool, replica, cause: ejection.cause }),
   });
   fleet.start();
   metrics.policyGeneration.set(initial.generation);
 
   const logger = options.logger ?? { level: 'info' };
   const isInstance = typeof logger === 'object' && typeof (logger as FastifyBaseLogger).info === 'function';
-  const app = Fastify({
+  app = Fastify({
     ...(isInstance ? { loggerInstance: logger as FastifyBaseLogger } : { logger: logger as boolean | Record<string, unknown> }),
     // One line per request, written by the proxy with the decision in it.
     logController: new LogController({ disableRequestLogging: true }),
@@ -116,6 +123,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     policy: options.policy,
     fleet,
     upstreams,
+    retryBudget: new RetryBudget(),
     env: options.env ?? createEnv({ seed: Date.now() }),
     metrics,
     decisions,
@@ -234,7 +242,7 @@ function routerState(policy: ServedPolicy, fleet: LiveFleet, coldLoads: ColdLoad
 function refreshReplicaGauges(metrics: RouterMetrics, snapshot: Snapshot, fleet: LiveFleet): void {
   const now = Date.now();
   // Replicas a reload removed must not linger as series.
-  for (const gauge of [metrics.replicaKvUsage, metrics.replicaQueue, metrics.replicaInFlight, metrics.replicaSignalAge, metrics.replicaHealthy]) gauge.reset();
+  for (const gauge of [metrics.replicaKvUsage, metrics.replicaQueue, metrics.replicaInFlight, metrics.replicaSignalAge, metrics.replicaHealthy, metrics.replicaEjected]) gauge.reset();
   for (const pool of snapshot.pools) {
     for (const spec of pool.replicas) {
       const state = fleet.replica(spec.id);
@@ -245,6 +253,7 @@ function refreshReplicaGauges(metrics: RouterMetrics, snapshot: Snapshot, fleet:
       metrics.replicaSignalAge.set(labels, state?.scrapedAt !== undefined ? (now - state.scrapedAt) / 1000 : Infinity);
       const health = state?.health ?? 'unknown';
       metrics.replicaHealthy.set(labels, health === 'ready' || health === 'unknown' ? 1 : 0);
+      metrics.replicaEjected.set(labels, health === 'ejected' ? 1 : 0);
     }
   }
 }

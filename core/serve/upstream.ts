@@ -1,7 +1,8 @@
 // One undici Pool per replica: keep-alive connections to the engine, with
-// the timeouts of the replica's pool. headersTimeout must outlast the longest
-// non-streaming generation; keepAliveTimeout stays under the engine's own
-// idle timeout (uvicorn's is 5 s) so we never write to a socket it closed.
+// the connect timeout of the replica's pool (the time-to-headers and idle
+// timeouts are set per request: they differ for streams). keepAliveTimeout
+// stays under the engine's own idle timeout (uvicorn's is 5 s) so we never
+// write to a socket it closed.
 import { Pool } from 'undici';
 import type { UpstreamSettings } from '../policy/snapshot.ts';
 
@@ -17,7 +18,7 @@ export class Upstreams {
 
   /** The pool for `url`, created on first use or when its settings changed. */
   poolFor(url: string, settings: UpstreamSettings): Pool {
-    const settingsKey = `${settings.connections}|${settings.connectTimeoutMs}|${settings.headersTimeoutMs}|${settings.bodyTimeoutMs}`;
+    const settingsKey = `${settings.connections}|${settings.connectTimeoutMs}`;
     const entry = this.pools.get(url);
     if (entry && entry.settingsKey === settingsKey) return entry.pool;
     if (entry) void entry.pool.close().catch(() => {}); // in-flight requests finish first
@@ -26,8 +27,6 @@ export class Upstreams {
       pipelining: 1,
       keepAliveTimeout: KEEP_ALIVE_MS,
       keepAliveMaxTimeout: KEEP_ALIVE_MS,
-      headersTimeout: settings.headersTimeoutMs,
-      bodyTimeout: settings.bodyTimeoutMs,
       connect: { timeout: settings.connectTimeoutMs },
     });
     this.pools.set(url, { pool, settingsKey });

@@ -2,6 +2,7 @@
 // registered, its config valid against the plugin's schema; instances are
 // created only once the whole policy is known to be valid.
 import { DEFAULT_LOAD_SCORE_WEIGHTS, seededRandom, type Logger } from '../../../sdk/index.ts';
+import { OUTLIER_DEFAULTS } from '../../fleet/outlier.ts';
 import { configValidator } from '../../plugins/config.ts';
 import { versionKey, type Pool, type ReplicaSpec, type Snapshot, type StrategySlot } from '../snapshot.ts';
 import type { PolicySource } from '../source.ts';
@@ -13,7 +14,17 @@ const DEFAULTS = {
   saturation: { kv_usage: 0.95, queue_depth: 32 },
   capacity: { queue_depth: 128, retry_after_s: 2 },
   wait_estimate: { ms_per_queued_request: 50, prefill_ms_per_1k_tokens: 20 },
-  upstream: { connect_timeout_ms: 2000, headers_timeout_ms: 600_000, body_timeout_ms: 600_000, connections: 128 },
+  // docs/reliability.md gives each default's reason.
+  upstream: { connect_timeout_ms: 2000, stream_headers_timeout_ms: 15_000, headers_timeout_ms: 300_000, stream_idle_timeout_ms: 120_000, body_timeout_ms: 60_000, connections: 128 },
+  retries: { max_retries: 2, budget_percent: 20, min_concurrency: 3 },
+  outlier_detection: {
+    consecutive_5xx: OUTLIER_DEFAULTS.consecutive5xx,
+    consecutive_gateway_failures: OUTLIER_DEFAULTS.consecutiveGatewayFailures,
+    base_ejection_ms: OUTLIER_DEFAULTS.baseEjectionMs,
+    max_ejection_ms: OUTLIER_DEFAULTS.maxEjectionMs,
+    max_ejection_percent: OUTLIER_DEFAULTS.maxEjectionPercent,
+    panic_threshold_percent: OUTLIER_DEFAULTS.panicThresholdPercent,
+  },
   strategies: ['session-affinity', 'prefix-affinity', 'power-of-two'],
 } as const;
 
@@ -79,6 +90,8 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
       const capacity = setting('capacity');
       const wait = setting('wait_estimate');
       const upstream = setting('upstream');
+      const retries = setting('retries');
+      const outlier = setting('outlier_detection');
       const strategies: Doc[] = p.strategies ?? defaults.strategies ?? DEFAULTS.strategies;
       const strategiesPath: PathSegment[] = p.strategies ? [...path, 'strategies'] : defaults.strategies ? ['defaults', 'strategies'] : path;
       const pool: Pool = {
@@ -99,9 +112,20 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
         waitEstimate: { msPerQueuedRequest: wait.ms_per_queued_request, prefillMsPer1kTokens: wait.prefill_ms_per_1k_tokens },
         upstream: {
           connectTimeoutMs: upstream.connect_timeout_ms,
+          streamHeadersTimeoutMs: upstream.stream_headers_timeout_ms,
           headersTimeoutMs: upstream.headers_timeout_ms,
+          streamIdleTimeoutMs: upstream.stream_idle_timeout_ms,
           bodyTimeoutMs: upstream.body_timeout_ms,
           connections: upstream.connections,
+        },
+        retries: { maxRetries: retries.max_retries, budgetPercent: retries.budget_percent, minConcurrency: retries.min_concurrency },
+        outlier: {
+          consecutive5xx: outlier.consecutive_5xx,
+          consecutiveGatewayFailures: outlier.consecutive_gateway_failures,
+          baseEjectionMs: outlier.base_ejection_ms,
+          maxEjectionMs: outlier.max_ejection_ms,
+          maxEjectionPercent: outlier.max_ejection_percent,
+          panicThresholdPercent: outlier.panic_threshold_percent,
         },
       };
       drafts.push(pool);
