@@ -3,8 +3,9 @@
 // the end of the last whole event). Nothing reaches the client before the
 // engine's first body byte: until then, any failure (connect error, 5xx,
 // timeout, reset, garbage) leaves the client's response untouched and can be
-// retried elsewhere (proxy.ts decides). After it, nothing is retried: a stream
-// ends with one OpenAI-shaped error event, any other body is cut.
+// retried elsewhere (proxy.ts decides); on a stream, until its first whole
+// event. After that, nothing is retried: a stream ends with one OpenAI-shaped
+// error event, any other body is cut.
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { rejection } from '../errors.ts';
@@ -85,7 +86,9 @@ class Attempt implements Dispatcher.DispatchHandler {
   private engineHeaders: IncomingHttpHeaders | undefined;
   /** The client's response has its status line: no retry from here on. */
   private committed = false;
-  /** The body is SSE we can end with an error event of our own. */
+  /** The body is SSE (text/event-stream). */
+  private eventStream = false;
+  /** ...and not encoded: we can end it with an error event of our own. */
   private sse = false;
   /** The bytes after the last whole SSE event, held until the event ends. */
   private heldEvent: Buffer | undefined;
@@ -141,26 +144,25 @@ class Attempt implements Dispatcher.DispatchHandler {
     }
     this.status = statusCode;
     this.engineHeaders = headers;
+    const type = headers['content-type'];
+    this.eventStream = typeof type === 'string' && type.startsWith('text/event-stream');
+    // Ours to end with an error event only if we can append plain bytes to it.
+    this.sse = this.eventStream && headers['content-encoding'] === undefined;
   }
 
   /** Sends the status line and headers: from here on the request belongs to this replica. */
   private commit(): void {
     this.committed = true;
-    const headers = this.engineHeaders!;
-    const type = headers['content-type'];
-    // Ours to end with an error event only if we can append plain bytes to it.
-    const eventStream = typeof type === 'string' && type.startsWith('text/event-stream');
-    this.sse = eventStream && headers['content-encoding'] === undefined;
-    this.input.res.writeHead(this.status, responseHeaders(headers, this.input.responseHeaders, eventStream || this.input.stream));
+    this.input.res.writeHead(this.status, responseHeaders(this.engineHeaders!, this.input.responseHeaders, this.eventStream || this.input.stream));
   }
 
   onResponseData(c: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.settled) return;
-    if (!this.committed) this.commit();
     if (this.sse) {
       chunk = this.wholeEvents(chunk);
-      if (chunk.length === 0) return;
+      if (chunk.length === 0) return; // nothing whole yet: a stream that dies now can still be retried
     }
+    if (!this.committed) this.commit();
     const { res } = this.input;
     if (!res.write(chunk)) {
       c.pause();
