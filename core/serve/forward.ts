@@ -218,19 +218,19 @@ class Attempt implements Dispatcher.DispatchHandler {
 }
 
 /**
- * Where the whole SSE events in `data` end: the index just past its last
- * blank line ("\n\n", "\r\n\r\n" or "\r\r"), 0 if it has none. Scans from the
- * end: an engine's chunk usually ends on a boundary, found at once.
+ * Where the whole SSE events in `data` end: just past its last blank line
+ * (a line terminator, CRLF, LF or CR, right after another), 0 if it has
+ * none. Scans from the end: an engine's chunk usually ends on a boundary.
  */
 export function eventsEnd(data: Buffer): number {
   for (let i = data.length - 1; i >= 1; i--) {
     const c = data[i];
-    if (c === 0x0a) {
-      const prev = data[i - 1];
-      if (prev === 0x0a || (prev === 0x0d && i >= 2 && data[i - 2] === 0x0a)) return i + 1;
-    } else if (c === 0x0d && data[i - 1] === 0x0d) {
-      return i + 1;
-    }
+    if (c !== 0x0a && c !== 0x0d) continue;
+    if (c === 0x0d && data[i + 1] === 0x0a) continue; // the CR of a CRLF: seen with its LF
+    const start = c === 0x0a && data[i - 1] === 0x0d ? i - 1 : i;
+    const before = start > 0 ? data[start - 1] : 0;
+    if (before === 0x0a || before === 0x0d) return i + 1;
+    i = start;
   }
   return 0;
 }

@@ -20,23 +20,25 @@ interface Case {
   readonly stream: boolean;
   /** What takes the replica out: passive ejection, or failing health checks too. */
   readonly out: readonly ReplicaHealth[];
+  /** How the retry metric names the failure. */
+  readonly cause: 'connect' | 'timeout' | 'status_5xx' | 'protocol';
   /** The retried request waited at least this long (a timeout), ms. */
   readonly atLeastMs?: number;
 }
 
 const CASES: Case[] = [
-  { fault: 'refuse', stream: false, out: ['failing', 'ejected'] },
-  { fault: 'hang', stream: true, out: ['ejected'], atLeastMs: 350 },
-  { fault: 'hang', stream: false, out: ['ejected'], atLeastMs: 600 },
-  { fault: 'hang_all', stream: true, out: ['failing', 'ejected'] },
-  { fault: 'status_500', stream: false, out: ['ejected'] },
-  { fault: 'status_500', stream: true, out: ['ejected'] },
-  { fault: 'garbage', stream: false, out: ['ejected'] },
-  { fault: 'half_status_line', stream: true, out: ['ejected'] },
-  { fault: 'reset_after_read', stream: false, out: ['ejected'] },
-  { fault: 'slow_first_byte', stream: true, out: ['ejected'], atLeastMs: 350 },
+  { fault: 'refuse', stream: false, cause: 'connect', out: ['failing', 'ejected'] },
+  { fault: 'hang', stream: true, cause: 'timeout', out: ['ejected'], atLeastMs: 350 },
+  { fault: 'hang', stream: false, cause: 'timeout', out: ['ejected'], atLeastMs: 600 },
+  { fault: 'hang_all', stream: true, cause: 'timeout', out: ['failing', 'ejected'] },
+  { fault: 'status_500', stream: false, cause: 'status_5xx', out: ['ejected'] },
+  { fault: 'status_500', stream: true, cause: 'status_5xx', out: ['ejected'] },
+  { fault: 'garbage', stream: false, cause: 'protocol', out: ['ejected'] },
+  { fault: 'half_status_line', stream: true, cause: 'protocol', out: ['ejected'] },
+  { fault: 'reset_after_read', stream: false, cause: 'protocol', out: ['ejected'] },
+  { fault: 'slow_first_byte', stream: true, cause: 'timeout', out: ['ejected'], atLeastMs: 350 },
   // Dies before its first whole SSE event: nothing went out, so it is retried too.
-  { fault: 'die_mid_stream', stream: true, out: ['ejected'] },
+  { fault: 'die_mid_stream', stream: true, cause: 'protocol', out: ['ejected'] },
 ];
 
 /** One chat completion through the official client; its text, and which engine wrote it. */
@@ -89,7 +91,11 @@ for (const c of CASES) {
           assert.deepEqual(reached, [served], 'one engine, no retry needed');
         }
       }
-      if (bad) assert.ok(retried >= 1, 'the faulty replica met a request, which was retried');
+      if (bad) {
+        assert.ok(retried >= 1, 'the faulty replica met a request, which was retried');
+        const metrics = await (await fetch(`${fleet.t.url}/metrics`)).text();
+        assert.match(metrics, new RegExp(`switchyard_retries_total\\{pool="general",cause="${c.cause}"\\} [1-9]`));
+      }
 
       await until(isOut, 5000, `bad to be out (${c.out.join(' or ')})`);
       const seenBefore = bad?.seen.length ?? 0;
