@@ -37,6 +37,9 @@ const MAX_DETAIL_CHARS = 200;
 
 export interface AttemptInput {
   readonly dispatcher: Dispatcher;
+  /** The replica: its attempts still waiting for an answer can be abandoned (see Waiting). */
+  readonly replica: string;
+  readonly waiting: Waiting;
   readonly path: string;
   readonly body: string;
   readonly requestId: string;
@@ -106,11 +109,23 @@ class Attempt implements Dispatcher.DispatchHandler {
     private readonly resolve: (result: AttemptResult) => void,
   ) {
     input.res.on('close', this.onClientClose);
+    input.waiting.add(input.replica, this);
+  }
+
+  /**
+   * Gives up on an engine that has sent nothing yet (it was ejected for
+   * hanging): the request is retried elsewhere rather than wait out its timeout.
+   */
+  abandon(detail: string): void {
+    if (this.committed || this.settled) return;
+    this.settle({ kind: 'retryable', cause: 'timeout', detail });
+    this.controller?.abort(new Error(detail));
   }
 
   private settle(result: AttemptResult): void {
     if (this.settled) return;
     this.settled = true;
+    this.input.waiting.remove(this.input.replica, this);
     const { res } = this.input;
     res.off('close', this.onClientClose);
     if (this.onDrain) res.off('drain', this.onDrain);
@@ -153,6 +168,7 @@ class Attempt implements Dispatcher.DispatchHandler {
   /** Sends the status line and headers: from here on the request belongs to this replica. */
   private commit(): void {
     this.committed = true;
+    this.input.waiting.remove(this.input.replica, this);
     this.input.res.writeHead(this.status, responseHeaders(this.engineHeaders!, this.input.responseHeaders, this.eventStream || this.input.stream));
   }
 
@@ -214,6 +230,40 @@ class Attempt implements Dispatcher.DispatchHandler {
       res.destroy();
     }
     this.settle({ kind: 'broken', cause, detail, ttfbMs: this.ttfbMs });
+  }
+}
+
+/**
+ * The attempts of each replica that have sent nothing to their client yet.
+ * When a replica is ejected for timeouts (it hangs), the requests still
+ * waiting on it are abandoned and retried elsewhere at once: a non-streaming
+ * request would otherwise wait out its whole time-to-headers timeout.
+ */
+export class Waiting {
+  private readonly byReplica = new Map<string, Set<Attempt>>();
+
+  add(replica: string, attempt: Attempt): void {
+    let set = this.byReplica.get(replica);
+    if (!set) this.byReplica.set(replica, (set = new Set()));
+    set.add(attempt);
+  }
+
+  remove(replica: string, attempt: Attempt): void {
+    this.byReplica.get(replica)?.delete(attempt);
+  }
+
+  /** Abandons every attempt on `replica` still waiting; returns how many. */
+  abandon(replica: string, detail: string): number {
+    const set = this.byReplica.get(replica);
+    if (!set) return 0;
+    const attempts = [...set];
+    for (const attempt of attempts) attempt.abandon(detail);
+    return attempts.length;
+  }
+
+  /** Attempts waiting on `replica` (tests). */
+  count(replica: string): number {
+    return this.byReplica.get(replica)?.size ?? 0;
   }
 }
 

@@ -17,7 +17,7 @@ import type { DecisionLog } from '../observe/decision-log.ts';
 import type { RouterMetrics } from '../observe/metrics.ts';
 import type { Pool, ReplicaSpec, Snapshot } from '../policy/snapshot.ts';
 import type { ColdLoads } from './cold-loads.ts';
-import { attempt, type AttemptResult } from './forward.ts';
+import { attempt, type AttemptResult, type Waiting } from './forward.ts';
 import { writeRejection } from './rejections.ts';
 import type { RetryBudget } from './retry-budget.ts';
 import type { Upstreams } from './upstream.ts';
@@ -42,6 +42,7 @@ export interface ProxyDeps {
   readonly fleet: RouterFleet;
   readonly upstreams: Upstreams;
   readonly retryBudget: RetryBudget;
+  readonly waiting: Waiting;
   readonly env: DecideEnv;
   readonly metrics: RouterMetrics;
   readonly decisions: DecisionLog;
@@ -203,6 +204,8 @@ async function send(
   try {
     const result = await attempt({
       dispatcher,
+      replica: replica.id,
+      waiting: deps.waiting,
       path,
       body,
       requestId: request.id,

@@ -14,6 +14,7 @@ import { registerProbeRoutes, type AdminHooks } from './admin-routes.ts';
 import { registerExplorerRoutes } from './explorer-routes.ts';
 import { ColdLoads } from './cold-loads.ts';
 import { errorHandler, notFoundHandler } from './http-errors.ts';
+import { Waiting } from './forward.ts';
 import { modelsHandler } from './models-route.ts';
 import { proxyHandler, type PolicySource } from './proxy.ts';
 import { DIRECT_REPLICAS, type ReplicaAddresses } from './replica-addresses.ts';
@@ -79,6 +80,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   await replicas.sync(initial);
 
   const targets = (snapshot: Snapshot) => [...snapshot.replicas.values()].map((r) => ({ id: r.id, url: replicas.urlOf(r), engine: r.engine }));
+  const waiting = new Waiting();
   let app: FastifyInstance | undefined; // the fleet logs through it once it exists
   const fleet = new LiveFleet({
     replicas: targets(initial),
@@ -88,7 +90,11 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
       info: (message, fields) => app?.log.info(fields ?? {}, message),
       warn: (message, fields) => app?.log.warn(fields ?? {}, message),
     },
-    onEjection: ({ replica, pool, ejection }) => metrics.ejections.inc({ pool, replica, cause: ejection.cause }),
+    onEjection: ({ replica, pool, ejection }) => {
+      metrics.ejections.inc({ pool, replica, cause: ejection.cause });
+      // Ejected for hanging: what still waits on it goes elsewhere now.
+      if (ejection.cause === 'timeout') waiting.abandon(replica, 'replica ejected for timeouts while this request waited');
+    },
   });
   fleet.start();
   metrics.policyGeneration.set(initial.generation);
@@ -124,6 +130,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     fleet,
     upstreams,
     retryBudget: new RetryBudget(),
+    waiting,
     env: options.env ?? createEnv({ seed: Date.now() }),
     metrics,
     decisions,

@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { OPEN_TENANTS, startTestRouter, TINY_MODELS, type TestRouter } from '../helpers/router.ts';
 import { FaultEngine } from './fault-engine.ts';
 
-export const TEST_TIMEOUTS = 'upstream: { connect_timeout_ms: 500, stream_headers_timeout_ms: 400, headers_timeout_ms: 700, stream_idle_timeout_ms: 400, body_timeout_ms: 400 }';
+const TEST_TIMEOUTS = { connect_timeout_ms: 500, stream_headers_timeout_ms: 400, headers_timeout_ms: 700, stream_idle_timeout_ms: 400, body_timeout_ms: 400 };
 
 export interface FaultFleet {
   readonly t: TestRouter;
@@ -18,8 +18,10 @@ export interface FaultFleet {
 }
 
 export interface FleetOptions {
-  /** Extra pool settings, YAML lines indented for a pool entry. */
+  /** Extra pool settings, one YAML line each (`retries: {...}`). */
   readonly settings?: string[];
+  /** Timeouts over the test's short ones. */
+  readonly upstream?: Partial<typeof TEST_TIMEOUTS>;
   /** Replica names whose URL refuses connections (nothing listens there). */
   readonly refusing?: string[];
 }
@@ -37,10 +39,17 @@ export async function faultFleet(names: string[], options: FleetOptions = {}): P
     engines.set(name, engine);
     urls.set(name, await engine.start());
   }
-  const settings = [TEST_TIMEOUTS, ...(options.settings ?? [])].map((line) => `    ${line}\n`).join('');
+  const upstream = `upstream: ${JSON.stringify({ ...TEST_TIMEOUTS, ...options.upstream })}`;
+  const settings = [upstream, ...(options.settings ?? [])].map((line) => `    ${line}\n`).join('');
   const replicas = names.map((name) => `      - { id: ${name}, url: "${urls.get(name)}" }`).join('\n');
   const pools = `kind: pools\npools:\n  - name: general\n    model: tiny\n    version: v1\n    strategies: [round-robin]\n${settings}    replicas:\n${replicas}\n`;
-  const t = await startTestRouter({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools });
+  let t: TestRouter;
+  try {
+    t = await startTestRouter({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools });
+  } catch (error) {
+    await Promise.all([...engines.values()].map((e) => e.stop())); // or they keep the test process alive
+    throw error;
+  }
   return {
     t,
     engines,

@@ -149,3 +149,39 @@ test('an ejection lasts base × recent ejections, shows in /admin/state and /met
     await fleet.close();
   }
 });
+
+test('a hanging engine ejected by its streams: a non-streaming request waiting on it is retried elsewhere at once', async () => {
+  const fleet = await faultFleet(['bad', 'good'], {
+    upstream: { stream_headers_timeout_ms: 400, headers_timeout_ms: 30_000 },
+    settings: ['outlier_detection: { consecutive_gateway_failures: 2, base_ejection_ms: 60000 }'],
+  });
+  try {
+    const bad = fleet.engine('bad');
+    bad.fault = 'hang';
+    // A non-streaming request that lands on the hanging engine (round-robin: at most two tries).
+    let waiting: { id: string; started: number; answer: Promise<Response> } | undefined;
+    for (let i = 0; i < 2 && !waiting; i++) {
+      const id = requestId('waits');
+      const started = performance.now();
+      const answer = post(fleet, id);
+      await until(() => fleet.reached(id).length > 0, 3000, 'the request to reach an engine');
+      if (bad.hits(id)) waiting = { id, started, answer };
+      else await (await answer).arrayBuffer();
+    }
+    assert.ok(waiting, 'a request waits on the hanging engine');
+    // Streams time out on it (400 ms) until it is ejected.
+    for (let i = 0; i < 8 && fleet.t.router.fleet.replica('bad')!.health !== 'ejected'; i++) {
+      const stream = await fleet.t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 2, stream: true });
+      for await (const _ of stream);
+    }
+    assert.equal(fleet.t.router.fleet.replica('bad')!.health, 'ejected');
+    const response = await waiting.answer;
+    assert.equal(response.status, 200);
+    assert.equal((await json(response)).choices[0].message.content, 'from good');
+    const ms = performance.now() - waiting.started;
+    assert.ok(ms < 10_000, `answered after ${Math.round(ms)} ms, not after its 30 s timeout`);
+    assert.deepEqual(fleet.reached(waiting.id).sort(), ['bad', 'good']);
+  } finally {
+    await fleet.close();
+  }
+});
