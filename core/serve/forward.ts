@@ -60,6 +60,8 @@ export interface AttemptInput {
  * byte (or its empty body's end) arrives with a status below 500.
  */
 export function attempt(input: AttemptInput): Promise<AttemptResult> {
+  // The client left during an earlier attempt: its 'close' has fired already.
+  if (input.res.destroyed) return Promise.resolve({ kind: 'aborted' });
   return new Promise<AttemptResult>((resolve) => {
     const { timeouts, stream } = input;
     input.dispatcher.dispatch(

@@ -1,6 +1,7 @@
-// The request path of `serve`: facts → decide() → forward, with one retry
-// before the first byte, in-flight accounting, metrics and a log line. The
-// snapshot a request starts on is the one it finishes on.
+// The request path of `serve`: facts → decide() → forward, with retries on
+// other replicas before the first byte (max_retries, retry budget), passive
+// health reports, in-flight accounting, metrics and a log line. The snapshot
+// a request starts on is the one it finishes on.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { decide, type DecideOptions, type Decision } from '../decide/decide.ts';
 import type { DecideEnv } from '../decide/env.ts';
