@@ -89,7 +89,7 @@ export function vllmPage(running: number, waiting: number, kvUsage: number, mode
 }
 
 /** Polls until `check` holds; fails the test with `what` after `timeoutMs`. */
-export async function waitFor(what: string, check: () => boolean, timeoutMs = 3000): Promise<void> {
+export async function waitFor(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   while (!check()) {
     if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
