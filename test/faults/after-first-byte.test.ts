@@ -28,11 +28,27 @@ async function hitBad(fleet: FaultFleet, stream: boolean): Promise<{ id: string;
   throw new Error('round-robin never sent a request to the faulty engine');
 }
 
+/**
+ * A fleet of a good and a faulty engine, and a long stream on the good one
+ * meanwhile (round-robin's first pick is the first replica): it must arrive
+ * whole whatever happens to the other.
+ */
 async function withFleet(fault: Fault, run: (fleet: FaultFleet) => Promise<void>): Promise<void> {
-  const fleet = await faultFleet(['bad', 'good'], { settings: [EJECT_FAST] });
+  const fleet = await faultFleet(['good', 'bad'], { settings: [EJECT_FAST] });
   fleet.engine('bad').fault = fault;
+  fleet.engine('good').chunkEveryMs = 15;
   try {
+    const longId = requestId('long');
+    const long = fleet.t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'a long one' }], max_tokens: 40, stream: true }, { headers: { 'x-request-id': longId } });
+    const text = (async () => {
+      let all = '';
+      for await (const event of await long) all += event.choices[0]?.delta.content ?? '';
+      return all;
+    })();
+    await until(() => fleet.reached(longId).length > 0, 3000, 'the long stream to start');
     await run(fleet);
+    assert.deepEqual((await text).trim().split(' '), Array.from({ length: 40 }, (_, k) => `good:${k}`), 'the stream on the healthy replica arrived whole');
+    assert.deepEqual(fleet.reached(longId), ['good']);
   } finally {
     await fleet.close();
   }
