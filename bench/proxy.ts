@@ -152,14 +152,19 @@ for (const stream of process.env.BENCH_ONLY === 'saturation' ? [] : [false, true
 }
 
 // At saturation: per-request cost with no idle time and no background work to spread.
+// BENCH_BASELINE=DIR adds the router of another checkout (e.g. `git worktree add
+// /tmp/base main`, with its node_modules) to the same interleaved rounds: what a
+// change costs, measured in one run.
+const baseline = process.env.BENCH_BASELINE ? { name: 'baseline router', ...(await start(`${process.env.BENCH_BASELINE}/bench/targets/router.ts`, [engine.url])) } : undefined;
 {
   const SATURATION_REQUESTS = Number(process.env.BENCH_SATURATION_REQUESTS ?? 6000);
+  const proxies: Target[] = [targets[1], targets[2], ...(baseline ? [baseline] : [])];
   // Warm up with a full run each: after only 2,000 requests the first measured
   // run still cost both proxies 40-50% more (JIT tiers, heap sizing).
-  for (const target of targets.slice(1)) await saturate(target, SATURATION_REQUESTS, 32);
+  for (const target of proxies) await saturate(target, SATURATION_REQUESTS, 32);
   const cpu: Record<string, number[]> = {};
   for (let round = 0; round < ROUNDS; round++) {
-    for (const target of round % 2 ? [targets[2], targets[1]] : [targets[1], targets[2]]) {
+    for (const target of round % 2 ? [...proxies].reverse() : proxies) {
       const before = await cpuOf(target.child!);
       const errors = await saturate(target, SATURATION_REQUESTS, 32);
       const after = await cpuOf(target.child!);
@@ -167,11 +172,13 @@ for (const stream of process.env.BENCH_ONLY === 'saturation' ? [] : [false, true
       (cpu[target.name] ??= []).push((after.userMicros - before.userMicros + after.systemMicros - before.systemMicros) / SATURATION_REQUESTS);
     }
   }
+  const runs = (target: Target) => `${median(cpu[target.name]).toFixed(0)} µs/req (${cpu[target.name].map((c) => c.toFixed(0)).join(' ')})`;
   const bareCpu = median(cpu[targets[1].name]);
   const routerCpu = median(cpu[targets[2].name]);
   console.log(`\nat saturation (non-streaming, 32 concurrent clients, ${SATURATION_REQUESTS} requests a run, median of ${ROUNDS})`);
-  console.log(`bare pass-through ${bareCpu.toFixed(0)} µs/req (${cpu[targets[1].name].map((c) => c.toFixed(0)).join(' ')}), switchyard ${routerCpu.toFixed(0)} µs/req (${cpu[targets[2].name].map((c) => c.toFixed(0)).join(' ')}): ${(routerCpu / bareCpu).toFixed(2)}× (goal ≤ 1.3×)`);
+  console.log(`bare pass-through ${runs(targets[1])}, switchyard ${runs(targets[2])}: ${(routerCpu / bareCpu).toFixed(2)}× (goal ≤ 1.3×)`);
+  if (baseline) console.log(`baseline router ${runs(baseline)}: ${(median(cpu[baseline.name]) / bareCpu).toFixed(2)}× the bare pass-through; switchyard is ${(routerCpu / median(cpu[baseline.name])).toFixed(2)}× the baseline`);
 }
 
-for (const child of [engine.child, bare.child, router.child]) child.kill();
+for (const child of [engine.child, bare.child, router.child, baseline?.child]) child?.kill();
 process.exit(0);
