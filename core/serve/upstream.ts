@@ -10,6 +10,8 @@ const KEEP_ALIVE_MS = 4000;
 
 interface Entry {
   readonly pool: Pool;
+  /** The settings object it was made for: the same object (same snapshot) needs no key. */
+  settings: UpstreamSettings;
   readonly settingsKey: string;
 }
 
@@ -18,9 +20,13 @@ export class Upstreams {
 
   /** The pool for `url`, created on first use or when its settings changed. */
   poolFor(url: string, settings: UpstreamSettings): Pool {
-    const settingsKey = `${settings.connections}|${settings.connectTimeoutMs}`;
     const entry = this.pools.get(url);
-    if (entry && entry.settingsKey === settingsKey) return entry.pool;
+    if (entry?.settings === settings) return entry.pool;
+    const settingsKey = `${settings.connections}|${settings.connectTimeoutMs}`;
+    if (entry && entry.settingsKey === settingsKey) {
+      entry.settings = settings; // a reload that changed nothing here
+      return entry.pool;
+    }
     if (entry) void entry.pool.close().catch(() => {}); // in-flight requests finish first
     const pool = new Pool(url, {
       connections: settings.connections,
@@ -29,7 +35,7 @@ export class Upstreams {
       keepAliveMaxTimeout: KEEP_ALIVE_MS,
       connect: { timeout: settings.connectTimeoutMs },
     });
-    this.pools.set(url, { pool, settingsKey });
+    this.pools.set(url, { pool, settings, settingsKey });
     return pool;
   }
 

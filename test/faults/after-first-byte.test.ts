@@ -148,3 +148,23 @@ test('a stream that goes silent mid-way ends with an error event after the idle 
     assert.deepEqual(fleet.reached(id), ['bad']);
   });
 });
+
+test("a stream's hop-by-hop headers stay with the engine; its own headers pass", async () => {
+  const fleet = await faultFleet(['good']);
+  try {
+    fleet.engine('good').streamHeaders = { connection: 'keep-alive, x-hop', 'x-hop': 'engine-only', 'keep-alive': 'timeout=5', 'x-engine': 'vllm' };
+    const response = await fetch(`${fleet.t.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_KEY}` },
+      body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3, stream: true }),
+    });
+    assert.equal(response.headers.get('transfer-encoding'), 'chunked', "the router's own framing");
+    assert.equal(response.headers.get('x-hop'), null, 'named by the engine\'s Connection header');
+    assert.notEqual(response.headers.get('keep-alive'), 'timeout=5');
+    assert.equal(response.headers.get('x-engine'), 'vllm');
+    const body = await response.text();
+    assert.ok(body.endsWith('data: [DONE]\n\n'), 'whole');
+  } finally {
+    await fleet.close();
+  }
+});

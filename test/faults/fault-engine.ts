@@ -38,6 +38,8 @@ export class FaultEngine {
   chunkEveryMs = 5;
   cutAfterChunks = 2;
   slowFirstByteMs = 30_000;
+  /** Sent with every well-formed stream's headers (hop-by-hop ones, to see them dropped). */
+  streamHeaders: Record<string, string> = {};
   /** Completion requests by x-request-id, in arrival order (counted on arrival, before the body). */
   readonly seen: string[] = [];
   healthChecks = 0;
@@ -150,7 +152,7 @@ export class FaultEngine {
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) }).end(body);
       return;
     }
-    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', ...this.streamHeaders });
     let sent = 0;
     const next = (): void => {
       if (res.destroyed) return;
