@@ -156,9 +156,11 @@ for (const stream of process.env.BENCH_ONLY === 'saturation' ? [] : [false, true
 // /tmp/base main`, with its node_modules) to the same interleaved rounds: what a
 // change costs, measured in one run.
 const baseline = process.env.BENCH_BASELINE ? { name: 'baseline router', ...(await start(`${process.env.BENCH_BASELINE}/bench/targets/router.ts`, [engine.url])) } : undefined;
+// BENCH_TRACING=1 adds the router with OpenTelemetry tracing on (every request sampled).
+const traced = process.env.BENCH_TRACING ? { name: 'traced router', ...(await start(new URL('./targets/router.ts', import.meta.url).pathname, [engine.url, '--tracing'])) } : undefined;
 {
   const SATURATION_REQUESTS = Number(process.env.BENCH_SATURATION_REQUESTS ?? 6000);
-  const proxies: Target[] = [targets[1], targets[2], ...(baseline ? [baseline] : [])];
+  const proxies: Target[] = [targets[1], targets[2], ...(baseline ? [baseline] : []), ...(traced ? [traced] : [])];
   // Warm up with a full run each: after only 2,000 requests the first measured
   // run still cost both proxies 40-50% more (JIT tiers, heap sizing).
   for (const target of proxies) await saturate(target, SATURATION_REQUESTS, 32);
@@ -177,8 +179,9 @@ const baseline = process.env.BENCH_BASELINE ? { name: 'baseline router', ...(awa
   const routerCpu = median(cpu[targets[2].name]);
   console.log(`\nat saturation (non-streaming, 32 concurrent clients, ${SATURATION_REQUESTS} requests a run, median of ${ROUNDS})`);
   console.log(`bare pass-through ${runs(targets[1])}, switchyard ${runs(targets[2])}: ${(routerCpu / bareCpu).toFixed(2)}× (goal ≤ 1.3×)`);
+  if (traced) console.log(`traced router ${runs(traced)}: tracing on costs ${(median(cpu[traced.name]) - routerCpu).toFixed(0)} µs a request (${(median(cpu[traced.name]) / routerCpu).toFixed(2)}× the router without tracing)`);
   if (baseline) console.log(`baseline router ${runs(baseline)}: ${(median(cpu[baseline.name]) / bareCpu).toFixed(2)}× the bare pass-through; switchyard is ${(routerCpu / median(cpu[baseline.name])).toFixed(2)}× the baseline`);
 }
 
-for (const child of [engine.child, bare.child, router.child, baseline?.child]) child?.kill();
+for (const child of [engine.child, bare.child, router.child, baseline?.child, traced?.child]) child?.kill();
 process.exit(0);

@@ -13,7 +13,9 @@ import { checkAdminOptions, DEFAULT_ADMIN_HOST, DEFAULT_ADMIN_PORT } from '../co
 import { startRouter } from '../core/serve/server.ts';
 import { EmbeddedFleet } from '../sim/emulator/embedded-fleet.ts';
 import { parseArgsOptions, portSetting, positiveSetting, resolveSettings, settingsHelp, type Setting } from './settings.ts';
+import { startTracing, TRACING_EXPORTERS } from './tracing.ts';
 import { oneLine, UsageError } from './usage.ts';
+import { version } from './main.ts';
 import { formatProblem, PolicyError } from '../core/diagnostics/problem.ts';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -29,6 +31,8 @@ export const SERVE_SETTINGS: readonly Setting[] = [
   { flag: 'control-plane', arg: 'URL', env: ['SWITCHYARD_CONTROL_PLANE'], help: 'take models and pools (a kind: routing-table document) from this URL too' },
   { flag: 'control-plane-ttl-ms', arg: 'N', env: ['SWITCHYARD_CONTROL_PLANE_TTL_MS'], default: '30000', help: 'how often to ask it' },
   { flag: 'state-dir', arg: 'DIR', env: ['SWITCHYARD_STATE_DIR'], help: 'where the last good routing table is kept across restarts' },
+  { flag: 'tracing', arg: 'E', env: ['SWITCHYARD_TRACING'], default: 'off', help: 'OpenTelemetry traces: off, otlp (to OTEL_EXPORTER_OTLP_ENDPOINT) or console' },
+  { flag: 'tracing-sample-ratio', arg: 'R', env: ['SWITCHYARD_TRACING_SAMPLE_RATIO'], default: '1', help: 'share of new traces recorded, 0..1 (a traced parent decides for its children)' },
   { flag: 'watchdog-ms', arg: 'N', env: ['SWITCHYARD_WATCHDOG_MS'], default: String(DEFAULT_WATCHDOG_MS), help: 'exit when the event loop is blocked this long (0: off)' },
 ];
 
@@ -61,6 +65,11 @@ export async function runServe(argv: string[]): Promise<number> {
   const ttlMs = positiveSetting('control-plane-ttl-ms', values['control-plane-ttl-ms']);
   const watchdogMs = values['watchdog-ms'] === '0' ? 0 : positiveSetting('watchdog-ms', values['watchdog-ms']);
   if (!LOG_LEVELS.includes(values['log-level']!)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}, not "${values['log-level']}"`);
+  if (!(TRACING_EXPORTERS as readonly string[]).includes(values.tracing!)) throw new UsageError(`--tracing must be one of ${TRACING_EXPORTERS.join(', ')}, not "${values.tracing}"`);
+  const sampleRatio = Number(values['tracing-sample-ratio']);
+  if (!/^\d*\.?\d+$/.test(values['tracing-sample-ratio'] ?? '') || !(sampleRatio >= 0 && sampleRatio <= 1)) {
+    throw new UsageError(`--tracing-sample-ratio must be a number from 0 to 1, not "${values['tracing-sample-ratio']}"`);
+  }
   const adminToken = process.env.SWITCHYARD_ADMIN_TOKEN || undefined;
   const admin = { port: adminPort, host: adminHost, token: adminToken };
   try {
@@ -98,9 +107,11 @@ export async function runServe(argv: string[]): Promise<number> {
     return 1;
   }
   let router: Awaited<ReturnType<typeof startRouter>>;
+  const tracing = values.tracing === 'off' ? undefined : startTracing(values.tracing as 'otlp' | 'console', sampleRatio, version());
   try {
     await store.watch();
     router = await startRouter({
+      tracer: tracing?.tracer,
       policy: store,
       port,
       host,
@@ -130,6 +141,7 @@ export async function runServe(argv: string[]): Promise<number> {
       router
         .close()
         .then(() => store.close())
+        .then(() => tracing?.shutdown())
         .then(() => watchdog?.stop())
         .then(
           () => resolve(0),

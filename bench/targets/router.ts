@@ -1,12 +1,21 @@
 // The router under test, in its own process: one pool, one replica (the
 // engine), the production chain and a log line per request (to /dev/null).
-// argv: ENGINE_URL
+// argv: ENGINE_URL [--tracing]: with --tracing, every request is traced
+// through OpenTelemetry's SDK (batched; the exporter drops the spans), to
+// measure what tracing costs per request.
 import { buildSnapshot } from '../../core/policy/load.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
 import { routerLogger } from '../../core/observe/logger.ts';
 import { startRouter } from '../../core/serve/server.ts';
 import { reportCpuOnRequest } from './cpu-reporter.ts';
+import { ExportResultCode } from '@opentelemetry/core';
+import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+
+function tracingThatDropsSpans() {
+  const exporter = { export: (_spans: unknown[], done: (result: { code: ExportResultCode }) => void) => done({ code: ExportResultCode.SUCCESS }), shutdown: async () => {} };
+  return new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(exporter)] }).getTracer('bench');
+}
 
 const files = {
   'models.yaml': 'kind: models\nmodels:\n  - id: bench-model\n    versions: [{ version: v1 }]\n',
@@ -15,6 +24,7 @@ const files = {
 };
 const loaded = buildSnapshot(policyInputsFromTexts(files));
 if (!loaded.snapshot) throw new Error('bench policy invalid');
-const router = await startRouter({ policy: fixedPolicy(loaded.snapshot), port: 0, admin: { port: 0 }, logger: routerLogger({ destination: '/dev/null' }) });
+const tracer = process.argv[3] === '--tracing' ? tracingThatDropsSpans() : undefined;
+const router = await startRouter({ policy: fixedPolicy(loaded.snapshot), port: 0, admin: { port: 0 }, logger: routerLogger({ destination: '/dev/null' }), tracer });
 reportCpuOnRequest();
 process.send?.({ url: router.url });

@@ -75,7 +75,7 @@ export class RequestTrace {
   }
 
   /** One upstream attempt: its CLIENT span, and the headers that carry its context to the engine. */
-  attempt(replicaUrl: string, attempt: number, maxTokens: number | undefined): UpstreamAttemptTrace {
+  attempt(replica: string, replicaUrl: string, attempt: number, maxTokens: number | undefined): UpstreamAttemptTrace {
     const url = safeUrl(replicaUrl);
     const model = this.decision?.model ?? this.requestedModel ?? 'unknown';
     const span = this.tracer.startSpan(
@@ -88,7 +88,7 @@ export class RequestTrace {
           'gen_ai.request.model': this.decision?.adapter ?? model,
           ...(maxTokens !== undefined ? { 'gen_ai.request.max_tokens': maxTokens } : {}),
           ...(url ? { 'server.address': url.hostname, 'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80)) } : {}),
-          ...(this.decision?.replica ? { 'switchyard.replica': this.decision.replica } : {}),
+          'switchyard.replica': replica,
           'switchyard.attempt': attempt,
         },
       },

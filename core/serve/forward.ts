@@ -52,6 +52,8 @@ export interface AttemptInput {
    * sent too takes the engine's place in the order, with our value.
    */
   readonly responseHeaders: readonly string[];
+  /** Trace context for the engine (traceparent, tracestate), when tracing is on. */
+  readonly traceHeaders?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -68,7 +70,9 @@ export function attempt(input: AttemptInput): Promise<AttemptResult> {
       {
         path: input.path,
         method: 'POST',
-        headers: { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json', 'x-request-id': input.requestId },
+        headers: input.traceHeaders
+          ? { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json', 'x-request-id': input.requestId, ...input.traceHeaders }
+          : { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json', 'x-request-id': input.requestId },
         body: input.body,
         headersTimeout: stream ? timeouts.streamHeadersTimeoutMs : timeouts.headersTimeoutMs,
         bodyTimeout: stream ? timeouts.streamIdleTimeoutMs : timeouts.bodyTimeoutMs,

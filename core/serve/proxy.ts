@@ -16,6 +16,8 @@ import type { UpstreamOutcome } from '../fleet/outlier.ts';
 import type { FleetView } from '../fleet/types.ts';
 import type { DecisionLog } from '../observe/decision-log.ts';
 import type { RouterMetrics } from '../observe/metrics.ts';
+import { RequestTrace, type UpstreamAttemptTrace } from '../observe/tracing.ts';
+import type { Tracer } from '@opentelemetry/api';
 import type { Pool, ReplicaSpec, Snapshot } from '../policy/snapshot.ts';
 import type { ColdLoads } from './cold-loads.ts';
 import { attempt, type AttemptResult, type Waiting } from './forward.ts';
@@ -50,6 +52,8 @@ export interface ProxyDeps {
   readonly coldLoads: ColdLoads;
   /** The URL to reach a replica at (emulate:// replicas run on loopback ports). */
   urlOf(replica: ReplicaSpec): string;
+  /** OpenTelemetry tracing, when on (docs/observability.md); absent, nothing of it runs. */
+  readonly tracer?: Tracer;
   /** A strategy misbehaved (logged at most once per interval per plugin by the caller). */
   onStrategyFault?(pool: Pool, strategy: string, fault: StrategyFault, detail: string): void;
 }
@@ -88,14 +92,18 @@ async function route(
   const { metrics } = deps;
   const res = reply.raw;
   const t0 = performance.now();
+  const traced = deps.tracer ? new RequestTrace(deps.tracer, endpoint, path, request.headers, { 'switchyard.request_id': request.id }) : undefined;
   const facts = requestFacts({ requestId: request.id, endpoint, headers: request.headers, body: request.body }, factsOptionsOf(snapshot));
   let decision = decide(facts, snapshot, deps.fleet, deps.env, hooks);
-  metrics.decisionSeconds.observe((performance.now() - t0) / 1000);
+  const decided = performance.now();
+  metrics.decisionSeconds.observe((decided - t0) / 1000);
   deps.decisions.add(decision);
+  if (traced) traced.decided(decision, 'code' in facts ? undefined : facts.requestedModel, 'code' in facts ? undefined : facts.conversationId, t0, decided);
 
   if (decision.status !== 200) {
     if (decision.action) deps.coldLoads.trigger(decision.action.model, decision.action.url, decision.rejection?.retryAfterS ?? 60);
     reject(deps, request, res, decision);
+    traced?.end(decision.status, 'rejected');
     return;
   }
 
@@ -111,7 +119,7 @@ async function route(
   let attempts = 0;
   try {
     for (;;) {
-      result = await send(deps, snapshot, decision, path, upstreamBody, stream, request, res, retrying);
+      result = await send(deps, snapshot, decision, path, upstreamBody, stream, request, res, retrying, traced?.attempt(decision.replica!, deps.urlOf(replicaOf(decision.poolRef!, decision.replica!)), attempts + 1, (facts as RequestFacts).maxTokens));
       attempts++;
       if (result.kind !== 'retryable') break;
       // Failed before the first byte: another replica, if the pool's limits allow.
@@ -130,6 +138,7 @@ async function route(
         metrics.retriesRefused.inc({ pool: pool.name, reason: 'no_replica' });
         const none = rejection('no_healthy_replica', `No other replica of pool ${decision.pool} could take the request after ${failureText(result)}. Retry after 2 s.`, { retryAfterS: 2 });
         reject(deps, request, res, { ...retry, rejection: none, status: none.status, reason: none.message });
+        traced?.end(none.status, 'upstream_error');
         return;
       }
       metrics.retries.inc({ pool: pool.name, cause: result.cause });
@@ -142,6 +151,7 @@ async function route(
   const outcome = outcomeOf(result);
   metrics.requests.inc({ model: decision.model!, pool: decision.pool!, outcome });
   if (result.kind === 'retryable') writeRejection(res, failureRejection(result), request.id);
+  traced?.end(result.kind === 'done' ? result.status : result.kind === 'retryable' ? failureRejection(result).status : 499, outcome);
   for (const slot of decision.poolRef!.chain) {
     try {
       slot.instance.onCompleted?.(decision.routed!, decision.replica!, outcome === 'ok');
@@ -178,6 +188,7 @@ async function send(
   request: FastifyRequest,
   res: FastifyReply['raw'],
   retried: boolean,
+  traced: UpstreamAttemptTrace | undefined,
 ): Promise<AttemptResult> {
   const pool = decision.poolRef!;
   const replica = replicaOf(pool, decision.replica!);
@@ -200,6 +211,7 @@ async function send(
   } catch (error) {
     // A replica a reload just added may not be reachable yet (an emulated one still starting).
     releaseInFlight();
+    traced?.end(undefined, 'connect');
     return { kind: 'retryable', cause: 'connect', detail: (error as Error).message.slice(0, 200) };
   }
   try {
@@ -214,7 +226,9 @@ async function send(
       timeouts: pool.upstream,
       res,
       responseHeaders: headers,
+      traceHeaders: traced?.headers(),
     });
+    if (traced) traced.end(result.kind === 'done' ? result.status : 'status' in result ? (result.status as number) : undefined, result.kind === 'done' ? undefined : result.kind === 'retryable' || result.kind === 'broken' ? result.cause : result.kind, decision.upstreamModel);
     if (result.kind === 'done' || result.kind === 'broken') {
       deps.metrics.ttfbSeconds.observe({ pool: pool.name }, result.ttfbMs / 1000);
       deps.metrics.upstreamSeconds.observe({ pool: pool.name }, (performance.now() - started) / 1000);

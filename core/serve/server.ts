@@ -1,5 +1,6 @@
 // `switchyard serve`: the OpenAI-compatible router. Wires the policy, the
 // live fleet, the upstream pools and the observability around the proxy.
+import type { Tracer } from '@opentelemetry/api';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { DecideEnv } from '../decide/env.ts';
 import { createEnv } from '../decide/env.ts';
@@ -32,6 +33,8 @@ export interface ServedPolicy extends PolicySource {
 }
 
 export interface RouterOptions {
+  /** OpenTelemetry tracing (off when absent): a span per request, its decision and its upstream attempts. */
+  readonly tracer?: Tracer;
   readonly policy: ServedPolicy;
   readonly port?: number;
   readonly host?: string;
@@ -137,6 +140,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     coldLoads,
     urlOf: (replica: Parameters<ReplicaAddresses['urlOf']>[0]) => replicas.urlOf(replica),
     onStrategyFault,
+    tracer: options.tracer,
   };
   app.post('/v1/chat/completions', { schema: { body: BODY_SCHEMAS.chat } }, proxyHandler(deps, 'chat', '/v1/chat/completions'));
   app.post('/v1/completions', { schema: { body: BODY_SCHEMAS.completions } }, proxyHandler(deps, 'completions', '/v1/completions'));

@@ -1,5 +1,6 @@
 // Starts the real router on loopback in front of real emulated engines
 // (emulate://tiny, run fast), and an official OpenAI client pointed at it.
+import type { Tracer } from '@opentelemetry/api';
 import OpenAI from 'openai';
 import { createEnv } from '../../core/decide/env.ts';
 import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
@@ -30,7 +31,7 @@ export interface TestRouter {
 
 export async function startTestRouter(
   files: Record<string, string>,
-  options: { speed?: number; policy?: ServedPolicy; adminToken?: string; apiKey?: string } = {},
+  options: { speed?: number; policy?: ServedPolicy; adminToken?: string; apiKey?: string; tracer?: Tracer } = {},
 ): Promise<TestRouter> {
   const policy = options.policy ?? fixedPolicy(policyFrom(files));
   const embedded = new EmbeddedFleet({ speed: options.speed ?? 20, host: '127.0.0.1' });
@@ -43,6 +44,7 @@ export async function startTestRouter(
     healthIntervalMs: 50,
     admin: { port: 0, token: options.adminToken },
     env: createEnv({ seed: 1 }),
+    tracer: options.tracer,
   });
   const client = new OpenAI({ baseURL: `${router.url}/v1`, apiKey: options.apiKey ?? TEST_KEY, maxRetries: 0, timeout: 20_000 });
   return { router, embedded, client, url: router.url, adminUrl: router.adminUrl!, close: () => router.close(1000) };
