@@ -9,6 +9,7 @@ import type { Logger as SdkLogger } from '../sdk/index.ts';
 import { routerLogger } from '../core/observe/logger.ts';
 import { DEFAULT_WATCHDOG_MS, startWatchdog } from '../core/observe/watchdog.ts';
 import { PolicyStore } from '../core/policy/store.ts';
+import { openQuotaStore } from '../core/quota/open.ts';
 import { checkAdminOptions, DEFAULT_ADMIN_HOST, DEFAULT_ADMIN_PORT } from '../core/serve/admin-listener.ts';
 import { startRouter } from '../core/serve/server.ts';
 import { EmbeddedFleet } from '../sim/emulator/embedded-fleet.ts';
@@ -29,6 +30,7 @@ export const SERVE_SETTINGS: readonly Setting[] = [
   { flag: 'control-plane', arg: 'URL', env: ['SWITCHYARD_CONTROL_PLANE'], help: 'take models and pools (a kind: routing-table document) from this URL too' },
   { flag: 'control-plane-ttl-ms', arg: 'N', env: ['SWITCHYARD_CONTROL_PLANE_TTL_MS'], default: '30000', help: 'how often to ask it' },
   { flag: 'state-dir', arg: 'DIR', env: ['SWITCHYARD_STATE_DIR'], help: 'where the last good routing table is kept across restarts' },
+  { flag: 'redis', arg: 'URL', env: ['SWITCHYARD_REDIS_URL'], help: "share tenant quotas with every router on this Redis (redis://host:6379); wins over settings' quota_store.redis_url" },
   { flag: 'watchdog-ms', arg: 'N', env: ['SWITCHYARD_WATCHDOG_MS'], default: String(DEFAULT_WATCHDOG_MS), help: 'exit when the event loop is blocked this long (0: off)' },
 ];
 
@@ -61,6 +63,8 @@ export async function runServe(argv: string[]): Promise<number> {
   const ttlMs = positiveSetting('control-plane-ttl-ms', values['control-plane-ttl-ms']);
   const watchdogMs = values['watchdog-ms'] === '0' ? 0 : positiveSetting('watchdog-ms', values['watchdog-ms']);
   if (!LOG_LEVELS.includes(values['log-level']!)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}, not "${values['log-level']}"`);
+  const redisUrl = values.redis;
+  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) throw new UsageError(`--redis must be a redis:// or rediss:// URL, not "${redisUrl}"`);
   const adminToken = process.env.SWITCHYARD_ADMIN_TOKEN || undefined;
   const admin = { port: adminPort, host: adminHost, token: adminToken };
   try {
@@ -97,10 +101,12 @@ export async function runServe(argv: string[]): Promise<number> {
     console.error(`switchyard serve: the policies in ${values.policies} are invalid; nothing was started`);
     return 1;
   }
+  const quota = await openQuotaStore(store.current().settings.quotaStore, redisUrl, storeLog);
   let router: Awaited<ReturnType<typeof startRouter>>;
   try {
     await store.watch();
     router = await startRouter({
+      quota,
       policy: store,
       port,
       host,
@@ -110,6 +116,7 @@ export async function runServe(argv: string[]): Promise<number> {
     });
   } catch (error) {
     await store.close();
+    await quota.close?.();
     const e = error as { code?: string; address?: string; port?: number };
     const where = e.code === 'EADDRINUSE' || e.code === 'EACCES' || e.code === 'EADDRNOTAVAIL' ? `cannot listen on ${e.address ?? '?'}:${e.port ?? '?'}: ` : 'could not start: ';
     console.error(`switchyard serve: ${where}${oneLine(error)}`);
@@ -130,6 +137,7 @@ export async function runServe(argv: string[]): Promise<number> {
       router
         .close()
         .then(() => store.close())
+        .then(() => quota.close?.())
         .then(() => watchdog?.stop())
         .then(
           () => resolve(0),

@@ -17,6 +17,7 @@ import type { Pool, ReplicaSpec, Snapshot } from '../policy/snapshot.ts';
 import type { ColdLoads } from './cold-loads.ts';
 import { attempt, type AttemptResult } from './forward.ts';
 import { writeRejection } from './rejections.ts';
+import { QUOTA_WAIT_ROUNDS, quotaWait } from '../quota/wait.ts';
 import type { Upstreams } from './upstream.ts';
 
 /** Where requests get their snapshot: acquired at arrival, released when the response ends. */
@@ -80,6 +81,11 @@ async function route(
   const res = reply.raw;
   const t0 = performance.now();
   const facts = requestFacts({ requestId: request.id, endpoint, headers: request.headers, body: request.body }, factsOptionsOf(snapshot));
+  // A shared quota store may need one bounded round trip first; decide() then checks synchronously.
+  for (let round = 0, wait = quotaWait(deps.env.quota, facts, snapshot, deps.env.now()); wait && round < QUOTA_WAIT_ROUNDS; round++) {
+    await wait;
+    wait = quotaWait(deps.env.quota, facts, snapshot, deps.env.now());
+  }
   let decision = decide(facts, snapshot, deps.fleet, deps.env, hooks);
   metrics.decisionSeconds.observe((performance.now() - t0) / 1000);
   deps.decisions.add(decision);

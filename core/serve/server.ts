@@ -3,6 +3,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { DecideEnv } from '../decide/env.ts';
 import { createEnv } from '../decide/env.ts';
+import type { QuotaStore } from '../decide/quota.ts';
 import type { StrategyFault } from '../decide/replica.ts';
 import { BODY_SCHEMAS } from '../facts/request-schemas.ts';
 import { LiveFleet } from '../fleet/live-fleet.ts';
@@ -47,6 +48,8 @@ export interface RouterOptions {
    */
   readonly replicas?: ReplicaAddresses;
   readonly env?: DecideEnv;
+  /** Tenant quotas when no env is given (a shared store, say); in memory by default. */
+  readonly quota?: QuotaStore;
   /** Overrides the policy's scrape and health intervals (tests). */
   readonly scrapeIntervalMs?: number;
   readonly healthIntervalMs?: number;
@@ -111,12 +114,18 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     app.log.warn({ strategy, pool: pool.key, fault, detail }, 'strategy skipped (logged at most once a minute per strategy)');
   };
 
+  const env = options.env ?? createEnv({ seed: Date.now(), quota: options.quota });
+  env.quota.observe?.({
+    failure: (reason) => metrics.quotaStoreFailures.inc({ reason }),
+    up: (isUp) => metrics.quotaStoreUp.set(isUp ? 1 : 0),
+    fetched: (seconds) => metrics.quotaLeaseSeconds.observe(seconds),
+  });
   const coldLoads = new ColdLoads(app.log);
   const deps = {
     policy: options.policy,
     fleet,
     upstreams,
-    env: options.env ?? createEnv({ seed: Date.now() }),
+    env,
     metrics,
     decisions,
     coldLoads,
