@@ -69,6 +69,8 @@ export interface Router {
 }
 
 const FAULT_LOG_INTERVAL_MS = 60_000;
+/** How long close() lets in-flight requests finish (deploy/ sizes the pod's termination grace from it). */
+export const DRAIN_MS = 10_000;
 
 export async function startRouter(options: RouterOptions): Promise<Router> {
   // Before anything starts: an admin door open to the network is a configuration error.
@@ -199,7 +201,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     fleet,
     replicas,
     metrics,
-    async close(graceMs = 10_000) {
+    async close(graceMs = DRAIN_MS) {
       closing = true;
       // Watchers of the decision stream are not requests to finish.
       decisions.stream.close();
