@@ -35,12 +35,22 @@ interface Lease {
   limits: QuotaLimits;
   /** The last cost seen: the size a background refill makes room for. */
   lastCost: QuotaCost;
-  fetching: Promise<void> | undefined;
+  /** Script calls in flight; a request that one of them will cover waits on it instead of asking again. */
+  fetches: Fetch[];
   /** Redis said no: answer "over quota" locally until then (ms, the caller's clock). */
   deniedUntil: number;
   denied: QuotaVerdict;
   /** Date.now() of the last use, for giving idle leases back. */
   usedAt: number;
+}
+
+/** One lease fetch: what it asks for, and how much of that waiting requests have counted on. */
+interface Fetch {
+  readonly wantRequests: number;
+  readonly wantTokens: number;
+  claimedRequests: number;
+  claimedTokens: number;
+  promise: Promise<void>;
 }
 
 type BucketReply = { fits: boolean; grantedRequests: number; grantedTokens: number; requestsLeft: number; tokensLeft: number };
@@ -124,8 +134,8 @@ export class RedisQuotaStore implements QuotaStore {
       lease.requests -= cost.requests;
       lease.tokens -= cost.tokens;
       lease.usedAt = Date.now();
-      if (this.isUp && !lease.fetching && this.settings.leaseFraction > 0 && this.runningLow(lease, limits)) {
-        lease.fetching = this.fetch(tenant, lease, lease.lastCost, limits, now);
+      if (this.isUp && lease.fetches.length === 0 && this.settings.leaseFraction > 0 && this.runningLow(lease, limits)) {
+        this.fetch(tenant, lease, lease.lastCost, limits, now, false);
       }
       return;
     }
@@ -136,14 +146,24 @@ export class RedisQuotaStore implements QuotaStore {
     if (!hasQuota(limits) || !this.isUp || this.closed) return undefined;
     let lease = this.leases.get(tenant);
     if (!lease) {
-      lease = { requests: 0, tokens: 0, limits, lastCost: cost, fetching: undefined, deniedUntil: 0, denied: FITS, usedAt: Date.now() };
+      lease = { requests: 0, tokens: 0, limits, lastCost: cost, fetches: [], deniedUntil: 0, denied: FITS, usedAt: Date.now() };
       this.leases.set(tenant, lease);
     }
     lease.lastCost = cost;
     lease.limits = limits;
     if (covers(lease, cost, limits)) return undefined;
     if (now < lease.deniedUntil) return undefined;
-    return (lease.fetching ??= this.fetch(tenant, lease, cost, limits, now));
+    // Join a fetch that asks for more than the requests already counting on it need.
+    const needR = limits.requestsPerMinute === undefined ? 0 : cost.requests;
+    const needT = limits.tokensPerMinute === undefined ? 0 : cost.tokens;
+    for (const f of lease.fetches) {
+      if (f.wantRequests - f.claimedRequests >= needR && f.wantTokens - f.claimedTokens >= needT) {
+        f.claimedRequests += needR;
+        f.claimedTokens += needT;
+        return f.promise;
+      }
+    }
+    return this.fetch(tenant, lease, cost, limits, now, true).promise;
   }
 
   /** Gives every lease back (bounded by the timeout) and disconnects. */
@@ -155,17 +175,47 @@ export class RedisQuotaStore implements QuotaStore {
     this.redis.disconnect();
   }
 
-  /** One atomic script call: a lease of up to a chunk, at least what `cost` lacks, or a denial. */
-  private async fetch(tenant: string, lease: Lease, cost: QuotaCost, limits: QuotaLimits, now: number): Promise<void> {
+  /**
+   * One atomic script call: all of `cost` (the request it is for) or nothing,
+   * and up to a lease more when there is that much. `claimed`: the request
+   * that starts it counts on it.
+   */
+  private fetch(tenant: string, lease: Lease, cost: QuotaCost, limits: QuotaLimits, now: number, claimed: boolean): Fetch {
+    const rpm = limits.requestsPerMinute;
+    const tpm = limits.tokensPerMinute;
+    const fraction = this.settings.leaseFraction;
+    const needR = rpm === undefined ? 0 : cost.requests;
+    const needT = tpm === undefined ? 0 : cost.tokens;
+    const record: Fetch = {
+      wantRequests: Math.max(needR, (rpm ?? 0) * fraction),
+      wantTokens: Math.max(needT, (tpm ?? 0) * fraction),
+      claimedRequests: claimed ? needR : 0,
+      claimedTokens: claimed ? needT : 0,
+      promise: Promise.resolve(),
+    };
+    lease.fetches.push(record);
+    record.promise = this.call(tenant, lease, record, cost, limits, now);
+    return record;
+  }
+
+  private async call(tenant: string, lease: Lease, record: Fetch, cost: QuotaCost, limits: QuotaLimits, now: number): Promise<void> {
     const started = performance.now();
     const rpm = limits.requestsPerMinute;
     const tpm = limits.tokensPerMinute;
-    const needR = rpm === undefined ? 0 : Math.max(0, cost.requests - lease.requests);
-    const needT = tpm === undefined ? 0 : Math.max(0, cost.tokens - lease.tokens);
-    const fraction = this.settings.leaseFraction;
     try {
       const reply = parseReply(
-        await this.redis.tokenBucket(this.key(tenant), 'take', rpm ?? -1, tpm ?? -1, needR, needT, (rpm ?? 0) * fraction, (tpm ?? 0) * fraction, '', KEY_TTL_MS),
+        await this.redis.tokenBucket(
+          this.key(tenant),
+          'take',
+          rpm ?? -1,
+          tpm ?? -1,
+          rpm === undefined ? 0 : cost.requests,
+          tpm === undefined ? 0 : cost.tokens,
+          record.wantRequests,
+          record.wantTokens,
+          '',
+          KEY_TTL_MS,
+        ),
       );
       if (!reply) {
         this.markDown('garbage', new Error('the token bucket script answered something that is not a bucket'));
@@ -181,25 +231,25 @@ export class RedisQuotaStore implements QuotaStore {
     } catch (error) {
       this.markDown(/timed out/i.test((error as Error)?.message ?? '') ? 'timeout' : 'error', error);
     } finally {
-      lease.fetching = undefined;
+      lease.fetches.splice(lease.fetches.indexOf(record), 1);
       this.observer?.fetched((performance.now() - started) / 1000);
     }
   }
 
-  /** Remembers a denial until the shared bucket can have refilled what this request lacks. */
+  /** Remembers a denial until the shared bucket can have refilled what it lacked for this request. */
   private deny(lease: Lease, cost: QuotaCost, limits: QuotaLimits, reply: BucketReply, now: number): void {
     const rpm = limits.requestsPerMinute;
     const tpm = limits.tokensPerMinute;
     let deficit: number;
     let perMinute: number;
     let limit: 'requests' | 'tokens';
-    if (rpm !== undefined && reply.requestsLeft + lease.requests < cost.requests) {
-      deficit = cost.requests - lease.requests - reply.requestsLeft;
+    if (rpm !== undefined && reply.requestsLeft < cost.requests) {
+      deficit = cost.requests - reply.requestsLeft;
       perMinute = rpm;
       limit = 'requests';
     } else {
       // A request larger than a whole minute's tokens can never fit (as in memory).
-      deficit = Math.min(cost.tokens, tpm ?? 0) - lease.tokens - reply.tokensLeft;
+      deficit = Math.min(cost.tokens, tpm ?? 0) - reply.tokensLeft;
       perMinute = tpm ?? 1;
       limit = 'tokens';
     }
@@ -237,7 +287,7 @@ export class RedisQuotaStore implements QuotaStore {
     if (!this.isUp || this.closed) return;
     const idleBefore = Date.now() - this.settings.leaseIdleMs;
     for (const [tenant, lease] of this.leases) {
-      if (lease.usedAt > idleBefore || lease.fetching) continue;
+      if (lease.usedAt > idleBefore || lease.fetches.length > 0) continue;
       this.leases.delete(tenant);
       if (lease.requests > 0 || lease.tokens > 0) void this.giveBack(tenant, lease);
     }

@@ -169,3 +169,16 @@ test('Redis unreachable at start: the store opens down and serves by its policy'
     await store.close();
   }
 });
+
+test('many concurrent requests of one tenant each get their fetch: none is refused for losing a race', async () => {
+  for (const leaseFraction of [0, 0.01]) {
+    const store = await RedisQuotaStore.open(settings({ leaseFraction }), quiet);
+    try {
+      const limits = { requestsPerMinute: 1_000_000, tokensPerMinute: 1_000_000_000 };
+      const verdicts = await Promise.all(Array.from({ length: 200 }, () => admit(store, 'acme', { requests: 1, tokens: 300 }, limits)));
+      assert.equal(verdicts.filter(Boolean).length, 200, `lease_fraction ${leaseFraction}`);
+    } finally {
+      await store.close();
+    }
+  }
+});
