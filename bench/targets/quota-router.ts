@@ -13,9 +13,9 @@ import { reportCpuOnRequest } from './cpu-reporter.ts';
 const [engineUrl, redisUrl, leaseFraction] = process.argv.slice(2);
 const files = {
   'models.yaml': 'kind: models\nmodels:\n  - id: bench-model\n    versions: [{ version: v1 }]\n',
-  'tenants.yaml': 'kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free, quotas: { requests_per_minute: 100000000, tokens_per_minute: 100000000000 } }\n',
+  'tenants.yaml': 'kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free, quotas: { requests_per_minute: 60000, tokens_per_minute: 100000000 } }\n',
   'pools.yaml': `kind: pools\npools:\n  - name: general\n    model: bench-model\n    version: v1\n    strategies: [session-affinity, power-of-two]\n    replicas:\n      - { id: r0, url: "${engineUrl}" }\n`,
-  'settings.yaml': `kind: settings\nquota_store: { timeout_ms: 50, lease_fraction: ${Number(leaseFraction)} }\n`,
+  'settings.yaml': `kind: settings\nquota_store: { timeout_ms: 1000, lease_fraction: ${Number(leaseFraction)} }\n`,
 };
 const loaded = loadPolicyTexts(files, { registry: builtinRegistry });
 if (!loaded.snapshot) throw new Error('bench policy invalid');
