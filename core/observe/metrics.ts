@@ -75,7 +75,7 @@ export class RouterMetrics {
   });
   readonly quotaStoreUp = new Gauge({
     name: 'switchyard_quota_store_up',
-    help: '1 while the shared quota store (Redis) answers, 0 while quotas follow on_unavailable.',
+    help: '1 while the quota store answers (always, in memory), 0 while a shared one (Redis) is out and quotas follow on_unavailable.',
     registers: [this.registry],
   });
   readonly quotaStoreFailures = new Counter({

@@ -117,6 +117,8 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   };
 
   const env = options.env ?? createEnv({ seed: Date.now(), quota: options.quota });
+  // The in-memory store always answers; a shared store reports for itself.
+  metrics.quotaStoreUp.set(1);
   env.quota.observe?.({
     failure: (reason) => metrics.quotaStoreFailures.inc({ reason }),
     up: (isUp) => metrics.quotaStoreUp.set(isUp ? 1 : 0),
