@@ -18,6 +18,8 @@
 // clamped bucket, never an error: garbage under a key costs at most one
 // minute's quota, never an outage.
 export const TOKEN_BUCKET_LUA = `
+-- Reading TIME before writing needs effects replication (the default from Redis 7 on).
+if redis.replicate_commands then redis.replicate_commands() end
 local key = KEYS[1]
 local op = ARGV[1]
 local rpm = tonumber(ARGV[2])
