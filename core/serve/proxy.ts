@@ -81,13 +81,17 @@ async function route(
   const res = reply.raw;
   const t0 = performance.now();
   const facts = requestFacts({ requestId: request.id, endpoint, headers: request.headers, body: request.body }, factsOptionsOf(snapshot));
-  // A shared quota store may need one bounded round trip first; decide() then checks synchronously.
+  // A shared quota store may need one bounded round trip first (docs/quotas.md);
+  // decide() then checks synchronously. The wait is not decision time.
+  let waitedMs = 0;
   for (let round = 0, wait = quotaWait(deps.env.quota, facts, snapshot, deps.env.now()); wait && round < QUOTA_WAIT_ROUNDS; round++) {
+    const waitStart = performance.now();
     await wait;
+    waitedMs += performance.now() - waitStart;
     wait = quotaWait(deps.env.quota, facts, snapshot, deps.env.now());
   }
   let decision = decide(facts, snapshot, deps.fleet, deps.env, hooks);
-  metrics.decisionSeconds.observe((performance.now() - t0) / 1000);
+  metrics.decisionSeconds.observe((performance.now() - t0 - waitedMs) / 1000);
   deps.decisions.add(decision);
 
   if (decision.status !== 200) {
