@@ -24,8 +24,8 @@ function settings(overrides: Partial<RedisQuotaSettings> = {}): RedisQuotaSettin
   return {
     url: redis.url,
     keyPrefix: `t${Math.random().toString(36).slice(2)}:`,
-    // Generous: the test machine is shared; timeouts are tested with a paused Redis.
-    timeoutMs: 1000,
+    // Generous: the test machine is shared and loaded; timeouts are tested with a paused Redis.
+    timeoutMs: 5000,
     onUnavailable: 'fail_open',
     expectedRouters: 3,
     leaseFraction: 0.1,
@@ -144,16 +144,17 @@ test('Redis too slow (paused past the timeout): fail closed answers unavailable,
   store.observe(observer);
   try {
     const limits = { requestsPerMinute: 100 };
-    assert.equal(await admit(store, 'acme', ONE, limits), true);
-    await redis.command('CLIENT', 'PAUSE', '1500', 'ALL');
+    // 50 ms is tight on a loaded test machine: a first call may time out too, and recover.
+    await until(() => admit(store, 'acme', ONE, limits), 15_000, 'an admission while Redis answers');
+    await redis.command('CLIENT', 'PAUSE', '3000', 'ALL');
     const started = performance.now();
     assert.equal(await admit(store, 'acme', ONE, limits), false);
     const waited = performance.now() - started;
-    assert.ok(waited < 1000, `the timeout (50 ms) bounds the wait, not the pause (1500 ms): ${waited.toFixed(0)} ms`);
+    assert.ok(waited < 2000, `the timeout (50 ms) bounds the wait, not the pause (3000 ms): ${waited.toFixed(0)} ms`);
     assert.deepEqual(store.check('acme', ONE, limits, Date.now()), { ok: false, limit: 'unavailable', retryAfterS: 1 });
     assert.ok(events.failures.includes('timeout'));
-    await until(() => store.up, 15_000, 'recovery after the pause');
-    assert.equal(await admit(store, 'acme', ONE, limits), true);
+    await until(() => admit(store, 'acme', ONE, limits), 20_000, 'recovery after the pause');
+    assert.equal(store.up, true);
   } finally {
     await store.close();
   }

@@ -25,7 +25,7 @@ before(async () => {
     'kind: pools\npools:\n  - name: general\n    model: tiny\n    version: v1\n    limits: { max_model_len: 1024 }\n    replicas:\n      - { id: r0, url: "emulate://tiny" }\n',
   );
   writeFileSync(join(dir, 'tenants.yaml'), 'kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free, quotas: { requests_per_minute: 100 } }\n');
-  writeFileSync(join(dir, 'settings.yaml'), `kind: settings\nquota_store: { redis_url: "${UNREACHABLE}", timeout_ms: 1000 }\n`);
+  writeFileSync(join(dir, 'settings.yaml'), `kind: settings\nquota_store: { redis_url: "${UNREACHABLE}", timeout_ms: 5000 }\n`);
 });
 
 after(async () => {

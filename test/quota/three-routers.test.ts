@@ -52,7 +52,7 @@ before(async () => {
       {
         url: redis.url,
         keyPrefix: 'switchyard:quota:',
-        timeoutMs: 1000,
+        timeoutMs: 5000,
         onUnavailable: 'fail_open',
         expectedRouters: 3,
         leaseFraction: 0.25,
