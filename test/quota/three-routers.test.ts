@@ -151,6 +151,8 @@ test('a tenant limited to N a minute gets N admissions in total across three rou
   // Redis is back (empty): every router notices and the bucket is shared again.
   await redis.restart();
   await until(() => routers.every((r) => r.store.up), 15_000, 'every router to see Redis again');
+  // And something that is not a bucket under the tenant's key: read as a full bucket, never an error.
+  await redis.command('SET', 'switchyard:quota:limited', 'not a bucket');
   started = Date.now();
   statuses = await burst(3 * N);
   admitted = statuses.filter((s) => s === 200).length;
