@@ -2,7 +2,8 @@
 // No Redis installed is a failure with the fix in it, never a silent skip:
 // .ci/run installs Debian's redis-server.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createServer, connect } from 'node:net';
+import { connect } from 'node:net';
+import { freePort } from '../observe/process.ts';
 
 export interface TestRedis {
   readonly port: number;
@@ -21,17 +22,6 @@ export function requireRedisServer(): void {
   if (found.error || found.status !== 0) {
     throw new Error('redis-server is not installed: these tests need a real Redis. Install it with `apt-get install -y redis-server` (.ci/run does).');
   }
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 export async function startRedis(): Promise<TestRedis> {
