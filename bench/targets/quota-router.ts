@@ -2,8 +2,8 @@
 // argv: ENGINE_URL REDIS_URL|- LEASE_FRACTION
 // The tenant's quota is far above the load: the run measures what enforcing
 // it costs, not rejections.
-import { builtinRegistry } from '../../core/plugins/builtins.ts';
-import { loadPolicyTexts } from '../../core/policy/load.ts';
+import { buildSnapshot } from '../../core/policy/load.ts';
+import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
 import { routerLogger } from '../../core/observe/logger.ts';
 import { startRouter } from '../../core/serve/server.ts';
@@ -17,10 +17,10 @@ const files = {
   'pools.yaml': `kind: pools\npools:\n  - name: general\n    model: bench-model\n    version: v1\n    strategies: [session-affinity, power-of-two]\n    replicas:\n      - { id: r0, url: "${engineUrl}" }\n`,
   'settings.yaml': `kind: settings\nquota_store: { timeout_ms: 1000, lease_fraction: ${Number(leaseFraction)} }\n`,
 };
-const loaded = loadPolicyTexts(files, { registry: builtinRegistry });
+const loaded = buildSnapshot(policyInputsFromTexts(files));
 if (!loaded.snapshot) throw new Error('bench policy invalid');
 const quota = await openQuotaStore(loaded.snapshot.settings.quotaStore, redisUrl === '-' ? undefined : redisUrl, { info: () => {}, warn: (m) => console.error(m) });
-const router = await startRouter({ policy: fixedPolicy(loaded.snapshot), port: 0, quota, logger: routerLogger({ destination: '/dev/null' }) });
+const router = await startRouter({ policy: fixedPolicy(loaded.snapshot), port: 0, admin: { port: 0 }, quota, logger: routerLogger({ destination: '/dev/null' }) });
 reportCpuOnRequest();
 process.on('message', (message) => {
   if (message === 'rss') process.send?.({ rss: process.memoryUsage().rss });

@@ -36,7 +36,7 @@ after(async () => {
 
 async function serve(args: string[], env: Record<string, string>): Promise<string> {
   const port = await freePort();
-  const child = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--emulator-speed', '20', ...args], { env });
+  const child = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', '0', '--emulator-speed', '20', ...args], { env });
   children.push(child);
   const url = `http://127.0.0.1:${port}`;
   await waitUntil('the router to answer /readyz', async () => ((await fetch(`${url}/readyz`)).ok ? true : undefined), 60_000, child);

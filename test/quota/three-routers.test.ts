@@ -68,6 +68,7 @@ before(async () => {
       logger: false,
       scrapeIntervalMs: 50,
       healthIntervalMs: 50,
+      admin: { port: 0 },
       env: createEnv({ seed: 1000 + i, quota: store }),
     });
     const client = (apiKey: string) => new OpenAI({ baseURL: `${router.url}/v1`, apiKey, maxRetries: 0, timeout: 20_000 });
@@ -169,7 +170,7 @@ test('the same conversation gets the same version and replica from all three rou
       for (const [i, r] of routers.entries()) {
         const requestId = `affinity-${c}-${round}-${i}-${n++}`;
         assert.equal(await ask(r.open, { 'x-conversation-id': conversation, 'x-request-id': requestId }), 200);
-        const log = await json(await fetch(`${r.router.url}/admin/decisions?limit=50`));
+        const log = await json(await fetch(`${r.router.adminUrl}/admin/decisions?limit=50`));
         const decision = log.decisions.find((d: { requestId: string }) => d.requestId === requestId);
         assert.ok(decision, `router ${i} logged ${requestId}`);
         const placement = `${decision.version} ${decision.replica}`;
