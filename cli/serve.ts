@@ -9,6 +9,7 @@ import type { Logger as SdkLogger } from '../sdk/index.ts';
 import { routerLogger } from '../core/observe/logger.ts';
 import { DEFAULT_WATCHDOG_MS, startWatchdog } from '../core/observe/watchdog.ts';
 import { PolicyStore } from '../core/policy/store.ts';
+import { openQuotaStore } from '../core/quota/open.ts';
 import { checkAdminOptions, DEFAULT_ADMIN_HOST, DEFAULT_ADMIN_PORT } from '../core/serve/admin-listener.ts';
 import { startRouter } from '../core/serve/server.ts';
 import { EmbeddedFleet } from '../sim/emulator/embedded-fleet.ts';
@@ -33,6 +34,7 @@ export const SERVE_SETTINGS: readonly Setting[] = [
   { flag: 'state-dir', arg: 'DIR', env: ['SWITCHYARD_STATE_DIR'], help: 'where the last good routing table is kept across restarts' },
   { flag: 'tracing', arg: 'E', env: ['SWITCHYARD_TRACING'], default: 'off', help: 'OpenTelemetry traces: off, otlp (to OTEL_EXPORTER_OTLP_ENDPOINT) or console' },
   { flag: 'tracing-sample-ratio', arg: 'R', env: ['SWITCHYARD_TRACING_SAMPLE_RATIO'], default: '1', help: 'share of new traces recorded, 0..1 (a traced parent decides for its children)' },
+  { flag: 'redis', arg: 'URL', env: ['SWITCHYARD_REDIS_URL'], help: "share tenant quotas with every router on this Redis (redis://host:6379); wins over settings' quota_store.redis_url" },
   { flag: 'watchdog-ms', arg: 'N', env: ['SWITCHYARD_WATCHDOG_MS'], default: String(DEFAULT_WATCHDOG_MS), help: 'exit when the event loop is blocked this long (0: off)' },
 ];
 
@@ -70,6 +72,8 @@ export async function runServe(argv: string[]): Promise<number> {
   if (!/^\d*\.?\d+$/.test(values['tracing-sample-ratio'] ?? '') || !(sampleRatio >= 0 && sampleRatio <= 1)) {
     throw new UsageError(`--tracing-sample-ratio must be a number from 0 to 1, not "${values['tracing-sample-ratio']}"`);
   }
+  const redisUrl = values.redis;
+  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) throw new UsageError(`--redis must be a redis:// or rediss:// URL, not "${redisUrl}"`);
   const adminToken = process.env.SWITCHYARD_ADMIN_TOKEN || undefined;
   const admin = { port: adminPort, host: adminHost, token: adminToken };
   try {
@@ -106,12 +110,14 @@ export async function runServe(argv: string[]): Promise<number> {
     console.error(`switchyard serve: the policies in ${values.policies} are invalid; nothing was started`);
     return 1;
   }
+  const quota = await openQuotaStore(store.current().settings.quotaStore, redisUrl, storeLog);
   let router: Awaited<ReturnType<typeof startRouter>>;
   const tracing = values.tracing === 'off' ? undefined : startTracing(values.tracing as 'otlp' | 'console', sampleRatio, version());
   try {
     await store.watch();
     router = await startRouter({
       tracer: tracing?.tracer,
+      quota,
       policy: store,
       port,
       host,
@@ -121,6 +127,7 @@ export async function runServe(argv: string[]): Promise<number> {
     });
   } catch (error) {
     await store.close();
+    await quota.close?.();
     const e = error as { code?: string; address?: string; port?: number };
     const where = e.code === 'EADDRINUSE' || e.code === 'EACCES' || e.code === 'EADDRNOTAVAIL' ? `cannot listen on ${e.address ?? '?'}:${e.port ?? '?'}: ` : 'could not start: ';
     console.error(`switchyard serve: ${where}${oneLine(error)}`);
@@ -142,6 +149,7 @@ export async function runServe(argv: string[]): Promise<number> {
         .close()
         .then(() => store.close())
         .then(() => tracing?.shutdown())
+        .then(() => quota.close?.())
         .then(() => watchdog?.stop())
         .then(
           () => resolve(0),

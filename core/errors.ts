@@ -11,6 +11,7 @@ export const REJECTIONS = {
   route_not_found: { status: 404, type: 'not_found_error' },
   payload_too_large: { status: 413, type: 'invalid_request_error' },
   quota_exceeded: { status: 429, type: 'rate_limit_error' },
+  quota_unavailable: { status: 503, type: 'service_unavailable_error' },
   model_cold: { status: 503, type: 'service_unavailable_error' },
   no_healthy_replica: { status: 503, type: 'service_unavailable_error' },
   no_capacity: { status: 503, type: 'service_unavailable_error' },

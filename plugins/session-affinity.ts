@@ -6,12 +6,16 @@ import { boundedLoadOwner, rendezvousOwner, type Candidate, type StrategyDefinit
 
 interface Config {
   release_threshold: number;
-  /** Consistent hashing with bounded loads: no replica above this × the mean in-flight count. */
+  /** Consistent hashing with bounded loads: no replica above this × the mean engine load (running + waiting). */
   bounded_load: number | null;
 }
 
 const idOf = (c: Candidate) => c.id;
-const inFlightOf = (c: Candidate) => c.signals.inFlight;
+// The engine's own load (running + waiting, as scraped), not this router's
+// in-flight count: every router sees the same engine, so every router bounds
+// the same replicas and they keep agreeing on owners (docs/quotas.md, "Routers
+// agree"). The candidate's signals never count less than this router's own.
+const loadOf = (c: Candidate) => Math.max(c.signals.running + c.signals.queueDepth, c.signals.inFlight);
 
 export default {
   name: 'session-affinity',
@@ -34,7 +38,7 @@ export default {
         const owner =
           config.bounded_load == null
             ? rendezvousOwner(key, candidates, idOf)
-            : boundedLoadOwner(key, candidates, idOf, inFlightOf, config.bounded_load).owner;
+            : boundedLoadOwner(key, candidates, idOf, loadOf, config.bounded_load).owner;
         if (!owner) return { pass: true, reason: 'no candidates' };
         const kv = owner.signals.kvUsage;
         if (kv >= config.release_threshold) {

@@ -2,11 +2,13 @@
 # Installs the Debian packages that some tests run for real, when missing:
 # prometheus (with promtool) for the dashboard and alert-rule tests, and
 # chromium for the decision explorer's browser tests (driven by puppeteer-core,
-# which downloads no browser of its own).
+# which downloads no browser of its own), and redis-server for the shared-quota
+# tests (each starts its own on a loopback port: test/helpers/redis.ts).
 set -euo pipefail
 missing=()
 command -v prometheus >/dev/null && command -v promtool >/dev/null || missing+=(prometheus)
 command -v chromium >/dev/null || missing+=(chromium)
+command -v redis-server >/dev/null || missing+=(redis-server)
 if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-test-tools: missing ${missing[*]}; run as root or: sudo apt-get install -y ${missing[*]}" >&2

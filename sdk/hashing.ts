@@ -78,14 +78,18 @@ export function rendezvousOrder<T>(key: string, items: readonly T[], idOf: (item
   return weighted.map((w) => w.item);
 }
 
-/** The item a key belongs to under rendezvous hashing, without sorting. */
+/**
+ * The item a key belongs to under rendezvous hashing, without sorting. Equal
+ * weights go to the lower id, as in rendezvousOrder: the owner never depends
+ * on the order a router lists its items in.
+ */
 export function rendezvousOwner<T>(key: string, items: readonly T[], idOf: (item: T) => string): T | undefined {
   const keyHash = hashString(key);
   let best: T | undefined;
   let bestWeight = -1;
   for (const item of items) {
     const weight = mixHashes(keyHash, idHash(idOf(item)));
-    if (weight > bestWeight) {
+    if (weight > bestWeight || (weight === bestWeight && idOf(item) < idOf(best!))) {
       best = item;
       bestWeight = weight;
     }

@@ -5,11 +5,22 @@
 import type { Candidate } from '../../sdk/index.ts';
 import { rejection, type Rejection } from '../errors.ts';
 import type { Pool, Tenant } from '../policy/snapshot.ts';
+import type { RequestFacts } from '../facts/request-facts.ts';
 import type { QuotaCost, QuotaStore } from './quota.ts';
+
+/** What one request costs against its tenant's quota: the prompt plus the most it may generate. */
+export function quotaCost(facts: Pick<RequestFacts, 'promptTokens' | 'maxTokens'>, defaultMaxTokens: number): QuotaCost {
+  return { requests: 1, tokens: facts.promptTokens + (facts.maxTokens ?? defaultMaxTokens) };
+}
 
 export function quotaRejection(store: QuotaStore, tenant: Tenant, cost: QuotaCost, now: number): Rejection | undefined {
   const verdict = store.check(tenant.id, cost, tenant.quotas, now);
   if (verdict.ok) return undefined;
+  if (verdict.limit === 'unavailable') {
+    return rejection('quota_unavailable', `The shared quota store cannot be reached and quotas fail closed. Retry after ${verdict.retryAfterS} s.`, {
+      retryAfterS: verdict.retryAfterS,
+    });
+  }
   const limit = verdict.limit === 'requests' ? `${tenant.quotas.requestsPerMinute} requests` : `${tenant.quotas.tokensPerMinute} tokens`;
   return rejection('quota_exceeded', `Tenant "${tenant.id}" is over its quota of ${limit} per minute. Retry after ${verdict.retryAfterS} s.`, {
     retryAfterS: verdict.retryAfterS,

@@ -7,7 +7,7 @@ import { rejection, type Rejection } from '../errors.ts';
 import type { RequestFacts } from '../facts/request-facts.ts';
 import type { FleetView } from '../fleet/types.ts';
 import type { Pool, Snapshot, Tenant } from '../policy/snapshot.ts';
-import { capacityRejection, deadlineRejection, estimatedWaitMs, quotaRejection } from './admit.ts';
+import { capacityRejection, deadlineRejection, estimatedWaitMs, quotaCost, quotaRejection } from './admit.ts';
 import { buildCandidates } from './candidates.ts';
 import type { DecideEnv } from './env.ts';
 import { chooseModel } from './model.ts';
@@ -135,7 +135,7 @@ export function decide(
   const replica = replicaStep.replica;
 
   // 4. Admit or reject.
-  const cost = { requests: 1, tokens: facts.promptTokens + maxTokens };
+  const cost = quotaCost(facts, snapshot.settings.defaultMaxTokens);
   const overQuota = options.quotaTaken ? undefined : quotaRejection(env.quota, tenant, cost, now);
   if (overQuota) {
     trace.admit = { decidedBy: 'quota', reason: overQuota.message, facts: { tokens: cost.tokens } };

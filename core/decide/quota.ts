@@ -1,5 +1,9 @@
-// Tenant quotas behind a small store interface: in memory for one router
-// now; a shared store (Redis, say) can implement the same two calls later.
+// Tenant quotas behind a small store interface. The in-memory store is the
+// embedded default (one router); core/quota/redis-quota-store.ts shares a
+// tenant's bucket between routers through Redis (docs/quotas.md). Both answer
+// check() and take() synchronously from local state, so decide() never waits
+// on the network; a shared store fills that state in prepare(), awaited
+// before decide().
 
 export interface QuotaLimits {
   readonly requestsPerMinute?: number;
@@ -11,7 +15,10 @@ export interface QuotaCost {
   readonly tokens: number;
 }
 
-export type QuotaVerdict = { readonly ok: true } | { readonly ok: false; readonly limit: 'requests' | 'tokens'; readonly retryAfterS: number };
+/** `unavailable`: the shared store cannot answer and its policy is to fail closed. */
+export type QuotaVerdict =
+  | { readonly ok: true }
+  | { readonly ok: false; readonly limit: 'requests' | 'tokens' | 'unavailable'; readonly retryAfterS: number };
 
 /** The verdict of every request that fits: one object, not one a request. */
 const FITS: QuotaVerdict = Object.freeze({ ok: true });
@@ -21,7 +28,25 @@ export interface QuotaStore {
   check(tenant: string, cost: QuotaCost, limits: QuotaLimits, now: number): QuotaVerdict;
   /** Takes `cost` (called once the request is admitted). */
   take(tenant: string, cost: QuotaCost, limits: QuotaLimits, now: number): void;
+  /**
+   * A shared store: a promise while this router does not yet hold enough of
+   * the tenant's quota to answer check() (it is being fetched, bounded by the
+   * store's timeout); undefined when check() can answer now. Callers await
+   * and ask again, then decide in the same synchronous step.
+   */
+  prepare?(tenant: string, cost: QuotaCost, limits: QuotaLimits, now: number): Promise<void> | undefined;
+  /** A shared store reports its health to the router's metrics. */
+  observe?(observer: QuotaStoreObserver): void;
 }
+
+/** What a shared store reports: each failure by reason, going down or up, each fetch's time. */
+export interface QuotaStoreObserver {
+  failure(reason: 'timeout' | 'error' | 'garbage'): void;
+  up(isUp: boolean): void;
+  fetched(seconds: number): void;
+}
+
+export const hasQuota = (limits: QuotaLimits): boolean => limits.requestsPerMinute !== undefined || limits.tokensPerMinute !== undefined;
 
 interface Buckets {
   requests: number;
@@ -71,6 +96,7 @@ export class MemoryQuotaStore implements QuotaStore {
   }
 }
 
-function secondsUntil(deficit: number, perMinute: number): number {
+/** Whole seconds (at least 1) until `deficit` refills at `perMinute`. */
+export function secondsUntil(deficit: number, perMinute: number): number {
   return Math.max(1, Math.ceil((deficit / perMinute) * 60));
 }

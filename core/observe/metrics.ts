@@ -85,6 +85,23 @@ export class RouterMetrics {
     help: '1 while the control plane serves a valid routing table, 0 while the router runs on its last good one.',
     registers: [],
   });
+  readonly quotaStoreUp = new Gauge({
+    name: 'switchyard_quota_store_up',
+    help: '1 while the quota store answers (always, in memory), 0 while a shared one (Redis) is out and quotas follow on_unavailable.',
+    registers: [this.registry],
+  });
+  readonly quotaStoreFailures = new Counter({
+    name: 'switchyard_quota_store_failures_total',
+    help: 'Shared quota store calls that failed, by reason (timeout, error, garbage).',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly quotaLeaseSeconds = new Histogram({
+    name: 'switchyard_quota_lease_fetch_seconds',
+    help: 'Time of each lease fetch from the shared quota store (most admissions fetch nothing).',
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1],
+    registers: [this.registry],
+  });
   readonly replicaKvUsage = this.replicaGauge('switchyard_replica_kv_usage', 'KV cache usage (0..1) last scraped from each replica.');
   readonly replicaQueue = this.replicaGauge('switchyard_replica_queue_depth', 'Requests waiting in each replica, last scraped.');
   readonly replicaInFlight = this.replicaGauge('switchyard_replica_in_flight', 'Requests this router has in flight on each replica.');

@@ -123,6 +123,18 @@ export interface RouterSettings {
   readonly bodyLimitBytes: number;
   /** Absolute paths. */
   readonly pluginDirs: readonly string[];
+  /** Shared quotas (docs/quotas.md); read when the router starts. */
+  readonly quotaStore: QuotaStoreSettings;
+}
+
+export interface QuotaStoreSettings {
+  readonly redisUrl?: string;
+  readonly keyPrefix: string;
+  readonly timeoutMs: number;
+  readonly onUnavailable: 'fail_open' | 'fail_closed';
+  readonly expectedRouters: number;
+  readonly leaseFraction: number;
+  readonly leaseIdleMs: number;
 }
 
 export interface Snapshot {

@@ -23,6 +23,7 @@ import type { ColdLoads } from './cold-loads.ts';
 import { attempt, type AttemptResult, type Waiting } from './forward.ts';
 import { writeRejection } from './rejections.ts';
 import type { RetryBudget } from './retry-budget.ts';
+import { QUOTA_WAIT_ROUNDS, quotaWait } from '../quota/wait.ts';
 import type { Upstreams } from './upstream.ts';
 
 /** Where requests get their snapshot: acquired at arrival, released when the response ends. */
@@ -94,11 +95,20 @@ async function route(
   const t0 = performance.now();
   const traced = deps.tracer ? new RequestTrace(deps.tracer, endpoint, path, request.headers, { 'switchyard.request_id': request.id }) : undefined;
   const facts = requestFacts({ requestId: request.id, endpoint, headers: request.headers, body: request.body }, factsOptionsOf(snapshot));
+  // A shared quota store may need one bounded round trip first (docs/quotas.md);
+  // decide() then checks synchronously. The wait is not decision time.
+  let waitedMs = 0;
+  for (let round = 0, wait = quotaWait(deps.env.quota, facts, snapshot, deps.env.now()); wait && round < QUOTA_WAIT_ROUNDS; round++) {
+    const waitStart = performance.now();
+    await wait;
+    waitedMs += performance.now() - waitStart;
+    wait = quotaWait(deps.env.quota, facts, snapshot, deps.env.now());
+  }
   let decision = decide(facts, snapshot, deps.fleet, deps.env, hooks);
   const decided = performance.now();
-  metrics.decisionSeconds.observe((decided - t0) / 1000);
+  metrics.decisionSeconds.observe((decided - t0 - waitedMs) / 1000);
   deps.decisions.add(decision);
-  if (traced) traced.decided(decision, 'code' in facts ? undefined : facts.requestedModel, 'code' in facts ? undefined : facts.conversationId, t0, decided);
+  if (traced) traced.decided(decision, 'code' in facts ? undefined : facts.requestedModel, 'code' in facts ? undefined : facts.conversationId, t0 + waitedMs, decided);
 
   if (decision.status !== 200) {
     if (decision.action) deps.coldLoads.trigger(decision.action.model, decision.action.url, decision.rejection?.retryAfterS ?? 60);

@@ -4,6 +4,7 @@ import type { Tracer } from '@opentelemetry/api';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { DecideEnv } from '../decide/env.ts';
 import { createEnv } from '../decide/env.ts';
+import type { QuotaStore } from '../decide/quota.ts';
 import type { StrategyFault } from '../decide/replica.ts';
 import { BODY_SCHEMAS } from '../facts/request-schemas.ts';
 import { LiveFleet } from '../fleet/live-fleet.ts';
@@ -52,6 +53,8 @@ export interface RouterOptions {
    */
   readonly replicas?: ReplicaAddresses;
   readonly env?: DecideEnv;
+  /** Tenant quotas when no env is given (a shared store, say); in memory by default. */
+  readonly quota?: QuotaStore;
   /** Overrides the policy's scrape and health intervals (tests). */
   readonly scrapeIntervalMs?: number;
   readonly healthIntervalMs?: number;
@@ -71,6 +74,8 @@ export interface Router {
 }
 
 const FAULT_LOG_INTERVAL_MS = 60_000;
+/** How long close() lets in-flight requests finish (deploy/ sizes the pod's termination grace from it). */
+export const DRAIN_MS = 10_000;
 
 export async function startRouter(options: RouterOptions): Promise<Router> {
   // Before anything starts: an admin door open to the network is a configuration error.
@@ -127,6 +132,14 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     app.log.warn({ strategy, pool: pool.key, fault, detail }, 'strategy skipped (logged at most once a minute per strategy)');
   };
 
+  const env = options.env ?? createEnv({ seed: Date.now(), quota: options.quota });
+  // The in-memory store always answers; a shared store reports for itself.
+  metrics.quotaStoreUp.set(1);
+  env.quota.observe?.({
+    failure: (reason) => metrics.quotaStoreFailures.inc({ reason }),
+    up: (isUp) => metrics.quotaStoreUp.set(isUp ? 1 : 0),
+    fetched: (seconds) => metrics.quotaLeaseSeconds.observe(seconds),
+  });
   const coldLoads = new ColdLoads(app.log);
   const deps = {
     policy: options.policy,
@@ -134,7 +147,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     upstreams,
     retryBudget: new RetryBudget(),
     waiting,
-    env: options.env ?? createEnv({ seed: Date.now() }),
+    env,
     metrics,
     decisions,
     coldLoads,
@@ -209,7 +222,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     fleet,
     replicas,
     metrics,
-    async close(graceMs = 10_000) {
+    async close(graceMs = DRAIN_MS) {
       closing = true;
       // Watchers of the decision stream are not requests to finish.
       decisions.stream.close();

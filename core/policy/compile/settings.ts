@@ -1,7 +1,16 @@
 // Router settings (kind: settings): at most one document; defaults otherwise.
 import { dirname, resolve } from 'node:path';
-import type { RouterSettings } from '../snapshot.ts';
+import type { QuotaStoreSettings, RouterSettings } from '../snapshot.ts';
 import type { CompileContext } from './context.ts';
+
+const QUOTA_STORE_DEFAULTS: QuotaStoreSettings = {
+  keyPrefix: 'switchyard:quota:',
+  timeoutMs: 5,
+  onUnavailable: 'fail_open',
+  expectedRouters: 1,
+  leaseFraction: 0.01,
+  leaseIdleMs: 2000,
+};
 
 const SETTINGS_DEFAULTS: RouterSettings = {
   maxStalenessMs: 5000,
@@ -13,6 +22,7 @@ const SETTINGS_DEFAULTS: RouterSettings = {
   prefixMaxBlocks: 256,
   bodyLimitBytes: 8 * 1024 * 1024,
   pluginDirs: [],
+  quotaStore: QUOTA_STORE_DEFAULTS,
 };
 
 export function compileSettings(ctx: CompileContext): RouterSettings {
@@ -31,5 +41,20 @@ export function compileSettings(ctx: CompileContext): RouterSettings {
     prefixMaxBlocks: doc.prefix_max_blocks,
     bodyLimitBytes: doc.body_limit_bytes,
     pluginDirs: doc.plugin_dirs.map((dir: string) => resolve(base, dir)),
+    quotaStore: quotaStoreSettings(doc.quota_store),
+  };
+}
+
+function quotaStoreSettings(doc: Record<string, unknown> | undefined): QuotaStoreSettings {
+  if (!doc) return QUOTA_STORE_DEFAULTS;
+  const d = QUOTA_STORE_DEFAULTS;
+  return {
+    redisUrl: doc.redis_url as string | undefined,
+    keyPrefix: (doc.key_prefix as string | undefined) ?? d.keyPrefix,
+    timeoutMs: (doc.timeout_ms as number | undefined) ?? d.timeoutMs,
+    onUnavailable: (doc.on_unavailable as QuotaStoreSettings['onUnavailable'] | undefined) ?? d.onUnavailable,
+    expectedRouters: (doc.expected_routers as number | undefined) ?? d.expectedRouters,
+    leaseFraction: (doc.lease_fraction as number | undefined) ?? d.leaseFraction,
+    leaseIdleMs: (doc.lease_idle_ms as number | undefined) ?? d.leaseIdleMs,
   };
 }
