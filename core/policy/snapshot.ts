@@ -3,6 +3,7 @@
 // the hot path and swaps one reference; nothing here is ever mutated.
 import type { Engine, LoadScoreWeights, Priority, StrategyDefinition, StrategyInstance } from '../../sdk/index.ts';
 import type { OutlierSettings } from '../fleet/outlier.ts';
+import type { PickBudget } from '../decide/budget.ts';
 import type { RuleSet } from '../rules/compile.ts';
 
 export interface ModelVersion {
@@ -68,6 +69,8 @@ export interface StrategySlot {
   readonly name: string;
   readonly definition: StrategyDefinition<unknown>;
   readonly instance: StrategyInstance;
+  /** Counted by commit(), read by decide(): the one mutable part of a slot. */
+  readonly budget: PickBudget;
 }
 
 /** Timeouts and connections towards a pool's engines (docs/reliability.md gives the defaults' reasons). */

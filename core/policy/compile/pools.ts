@@ -3,6 +3,7 @@
 // created only once the whole policy is known to be valid.
 import { DEFAULT_LOAD_SCORE_WEIGHTS, seededRandom, type Logger } from '../../../sdk/index.ts';
 import { OUTLIER_DEFAULTS } from '../../fleet/outlier.ts';
+import { PickBudget } from '../../decide/budget.ts';
 import { configValidator } from '../../plugins/config.ts';
 import { versionKey, type Pool, type ReplicaSpec, type Snapshot, type StrategySlot } from '../snapshot.ts';
 import type { PolicySource } from '../source.ts';
@@ -204,7 +205,7 @@ export function createStrategies(ctx: CompileContext, { drafts, pending }: PoolD
           previousState: carryOver,
         });
         created.push({ instance, tookState: carryOver !== undefined });
-        chain.push({ name, definition, instance });
+        chain.push({ name, definition, instance, budget: new PickBudget() });
       } catch (error) {
         ctx.report(source, at, `${ctx.strategyLabel(name)}: create() threw: ${(error as Error)?.message ?? String(error)}`);
       }
