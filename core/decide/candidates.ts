@@ -5,7 +5,6 @@
 // their load onto the rest, which then saturate too (section 8).
 import type { Candidate, LoadSignals } from '../../sdk/index.ts';
 import type { FleetView } from '../fleet/types.ts';
-import { oncePer } from '../once-per.ts';
 import type { Pool, ReplicaSpec } from '../policy/snapshot.ts';
 import type { TraceAlternative } from './trace.ts';
 
@@ -68,12 +67,9 @@ function candidateOf(pool: Pool, spec: ReplicaSpec, state: ReturnType<FleetView[
     engine: spec.engine,
     saturated: signals.kvUsage >= pool.saturation.kvUsage || signals.queueDepth >= pool.saturation.queueDepth,
     signals,
-    capacity: capacityOf(spec),
+    capacity: spec.capacity,
   };
 }
-
-// A replica's capacity changes only with its policy: one object per replica spec, not one a request.
-const capacityOf = oncePer((spec: ReplicaSpec): Candidate['capacity'] => Object.freeze({ maxLoras: spec.maxLoras, maxBatch: spec.maxNumSeqs, maxQueue: spec.maxQueue }));
 
 /**
  * Scraped signals while they are fresh; past max staleness the router's own

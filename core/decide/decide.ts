@@ -9,12 +9,13 @@ import type { FleetView } from '../fleet/types.ts';
 import type { Snapshot, Tenant } from '../policy/snapshot.ts';
 import { capacityRejection, deadlineRejection, estimatedWaitMs, quotaRejection } from './admit.ts';
 import { buildCandidates } from './candidates.ts';
+import { tenantStepSlot } from './derived.ts';
 import type { Admitted, Decision, Rejected } from './decision.ts';
 import type { DecideEnv } from './env.ts';
 import { chooseModel } from './model.ts';
 import { choosePool } from './pool.ts';
 import { chooseReplica } from './replica.ts';
-import type { DecisionTrace, StepTrace } from './trace.ts';
+import type { DecisionTrace } from './trace.ts';
 
 export { decisionJson, type Admitted, type Decision, type Rejected } from './decision.ts';
 
@@ -48,7 +49,7 @@ export function decide(
   if ('code' in tenant) return rejected(requestId, tenant, trace, undefined, { decidedBy: 'tenant lookup', reason: tenant.message });
   const priority: Priority = facts.priority ?? tenant.defaultPriority;
   const maxTokens = facts.maxTokens ?? snapshot.settings.defaultMaxTokens;
-  trace.tenant = tenantStep(tenant, facts.apiKeyHash !== undefined, priority);
+  trace.tenant = tenant.steps[tenantStepSlot(facts.apiKeyHash !== undefined, priority === 'batch')];
 
   // The flat facts rules see (docs/policies.md lists them).
   const ruleFacts: Record<string, unknown> = {
@@ -157,18 +158,6 @@ export function decide(
 }
 
 const NO_OPTIONS: DecideOptions = Object.freeze({});
-
-// The tenant step is the same for every request of a tenant with the same
-// priority, with a key or without: one shared object each, not one a request
-// (the decision log keeps a thousand traces, and the GC copies every byte).
-const tenantSteps = new WeakMap<Tenant, StepTrace[]>();
-
-function tenantStep(tenant: Tenant, keyed: boolean, priority: Priority): StepTrace {
-  let steps = tenantSteps.get(tenant);
-  if (!steps) tenantSteps.set(tenant, (steps = []));
-  const slot = (keyed ? 2 : 0) + (priority === 'batch' ? 1 : 0);
-  return (steps[slot] ??= Object.freeze({ decidedBy: keyed ? 'API key' : 'anonymous tenant', reason: `${tenant.id} (${tenant.tier})`, facts: Object.freeze({ priority }) }));
-}
 
 /** The tenant of an API key hash (undefined: no key sent), or the 401 to answer. */
 export function resolveTenant(snapshot: Snapshot, apiKeyHash: string | undefined): Tenant | Rejection {

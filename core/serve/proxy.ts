@@ -8,10 +8,8 @@ import { decide, type Admitted, type Rejected } from '../decide/decide.ts';
 import type { DecideEnv } from '../decide/env.ts';
 import type { StrategyFault } from '../decide/replica.ts';
 import { rejection, type Rejection } from '../errors.ts';
-import { oncePer } from '../once-per.ts';
-import { requestFacts, type FactsOptions, type RequestFacts } from '../facts/request-facts.ts';
+import { requestFacts, type RequestFacts } from '../facts/request-facts.ts';
 import type { Endpoint } from '../facts/request-schemas.ts';
-import { charsPerTokenEstimator } from '../facts/tokens.ts';
 import type { OutlierScope } from '../fleet/live-fleet.ts';
 import type { UpstreamOutcome } from '../fleet/outlier.ts';
 import type { FleetView } from '../fleet/types.ts';
@@ -59,9 +57,6 @@ export interface ProxyDeps {
   onStrategyFault?(pool: Pool, strategy: string, fault: StrategyFault, detail: string): void;
 }
 
-// The facts options of a snapshot (its token estimator), made once per snapshot.
-const factsOptionsOf = oncePer((snapshot: Snapshot): FactsOptions => ({ estimator: charsPerTokenEstimator(snapshot.settings.charsPerToken), bodyValidated: true }));
-
 // Header values must be printable ASCII; reasons are for humans and may not be.
 const asciiHeader = (text: string) => text.replace(/[^\x20-\x7e]/g, '?').slice(0, 200);
 
@@ -94,7 +89,7 @@ async function route(
   const res = reply.raw;
   const t0 = performance.now();
   const traced = deps.tracer ? new RequestTrace(deps.tracer, endpoint, path, request.headers, { 'switchyard.request_id': request.id }) : undefined;
-  const facts = requestFacts({ requestId: request.id, endpoint, headers: request.headers, body: request.body }, factsOptionsOf(snapshot));
+  const facts = requestFacts({ requestId: request.id, endpoint, headers: request.headers, body: request.body }, { estimator: snapshot.settings.estimator, bodyValidated: true });
   const first = decide(facts, snapshot, deps.fleet, deps.env);
   commit(first, deps.env, hooks);
   const decided = performance.now();

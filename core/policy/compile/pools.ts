@@ -4,6 +4,7 @@
 import { DEFAULT_LOAD_SCORE_WEIGHTS, seededRandom, type Logger } from '../../../sdk/index.ts';
 import { OUTLIER_DEFAULTS } from '../../fleet/outlier.ts';
 import { PickBudget } from '../../decide/budget.ts';
+import { replicaCapacity } from '../../decide/derived.ts';
 import { configValidator } from '../../plugins/config.ts';
 import { versionKey, type Pool, type ReplicaSpec, type Snapshot, type StrategySlot } from '../snapshot.ts';
 import type { PolicySource } from '../source.ts';
@@ -80,6 +81,7 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
           maxNumSeqs: r.max_num_seqs,
           maxQueue: r.max_queue,
           draining: r.draining,
+          capacity: replicaCapacity({ maxLoras: r.max_loras, maxNumSeqs: r.max_num_seqs, maxQueue: r.max_queue }),
         };
         replicas.set(r.id, replica);
         poolReplicas.push(replica);

@@ -1,5 +1,6 @@
 // Router settings (kind: settings): at most one document; defaults otherwise.
 import { dirname, resolve } from 'node:path';
+import { charsPerTokenEstimator } from '../../facts/tokens.ts';
 import type { RouterSettings } from '../snapshot.ts';
 import type { CompileContext } from './context.ts';
 
@@ -13,6 +14,7 @@ const SETTINGS_DEFAULTS: RouterSettings = {
   prefixMaxBlocks: 256,
   bodyLimitBytes: 8 * 1024 * 1024,
   pluginDirs: [],
+  estimator: charsPerTokenEstimator(4),
 };
 
 export function compileSettings(ctx: CompileContext): RouterSettings {
@@ -31,5 +33,6 @@ export function compileSettings(ctx: CompileContext): RouterSettings {
     prefixMaxBlocks: doc.prefix_max_blocks,
     bodyLimitBytes: doc.body_limit_bytes,
     pluginDirs: doc.plugin_dirs.map((dir: string) => resolve(base, dir)),
+    estimator: charsPerTokenEstimator(doc.chars_per_token),
   };
 }
