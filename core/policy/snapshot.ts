@@ -6,6 +6,7 @@
 import type { OutlierSettings } from '../fleet/outlier.ts';
 import type { Candidate, Engine, LoadScoreWeights, Priority, StrategyDefinition, StrategyInstance } from '../../sdk/index.ts';
 import type { PickBudget } from '../decide/budget.ts';
+import type { CandidateCache } from '../decide/candidates.ts';
 import type { PoolSteps } from '../decide/derived.ts';
 import type { ModelChoice } from '../decide/model.ts';
 import type { StepTrace } from '../decide/trace.ts';
@@ -125,6 +126,8 @@ export interface Pool {
   readonly upstream: UpstreamSettings;
   readonly retries: RetrySettings;
   readonly outlier: OutlierSettings;
+  /** The pool's candidates as decide() last built them, reused while the fleet reports the same (candidates.ts). */
+  readonly candidateCache: CandidateCache;
 }
 
 export interface RouterSettings {

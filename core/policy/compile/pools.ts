@@ -4,6 +4,7 @@
 import { DEFAULT_LOAD_SCORE_WEIGHTS, seededRandom, type Logger } from '../../../sdk/index.ts';
 import { OUTLIER_DEFAULTS } from '../../fleet/outlier.ts';
 import { PickBudget } from '../../decide/budget.ts';
+import { CandidateCache } from '../../decide/candidates.ts';
 import { replicaCapacity } from '../../decide/derived.ts';
 import { configValidator } from '../../plugins/config.ts';
 import { versionKey, type Pool, type ReplicaSpec, type Snapshot, type StrategySlot } from '../snapshot.ts';
@@ -105,6 +106,7 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
         maxModelLen: p.limits?.max_model_len,
         replicas: poolReplicas,
         chain: [],
+        candidateCache: new CandidateCache(poolReplicas.length),
         saturation: { kvUsage: saturation.kv_usage, queueDepth: saturation.queue_depth },
         capacity: { queueDepth: capacity.queue_depth, retryAfterS: capacity.retry_after_s },
         weights: {
