@@ -30,7 +30,7 @@ export class PickBudget {
   }
 
   /** Counts one pick; an overrun returns what to report, else undefined. */
-  count(elapsedMs: number, budgetMs: number, now: number): string | undefined {
+  count(elapsedMs: number, budgetMs: number, clock: () => number): string | undefined {
     this.picks++;
     if (!(elapsedMs > budgetMs) || this.picks <= WARMUP_PICKS) return undefined;
     const pick = this.picks;
@@ -38,7 +38,7 @@ export class PickBudget {
     this.overrunsAt.push(pick);
     const suspend = this.overrunsAt.length >= OVERRUNS_TO_SUSPEND;
     if (suspend) {
-      this.suspendedUntil = now + SUSPENSION_MS;
+      this.suspendedUntil = clock() + SUSPENSION_MS;
       this.overrunsAt = [];
     }
     return `pick took ${elapsedMs.toFixed(2)} ms (budget ${budgetMs} ms)${suspend ? `; suspended for ${SUSPENSION_MS / 1000} s` : ''}`;

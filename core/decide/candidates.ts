@@ -62,21 +62,21 @@ class ReplicaEntry {
     this.stale = stale;
     const health = state?.health ?? 'unknown';
     if (spec.draining || health === 'not_ready' || health === 'failing' || health === 'draining') {
-      this.excluded = Object.freeze({ name: spec.id, note: spec.draining ? 'draining (policy)' : health.replace('_', ' ') });
+      this.excluded = { name: spec.id, note: spec.draining ? 'draining (policy)' : health.replace('_', ' ') };
       this.candidate = this.signals = undefined;
       return;
     }
     const signals = loadSignals(spec, state, now, maxStalenessMs) as MutableSignals;
     this.signals = signals;
     this.excluded = undefined;
-    this.candidate = Object.freeze({
+    this.candidate = {
       id: spec.id,
       url: spec.url,
       engine: spec.engine,
       saturated: signals.kvUsage >= pool.saturation.kvUsage || signals.queueDepth >= pool.saturation.queueDepth,
       signals,
       capacity: spec.capacity,
-    });
+    };
   }
 }
 
@@ -123,7 +123,7 @@ export class CandidateCache {
         else if (entry.excluded) excluded.push(entry.excluded);
       }
       this.candidates = candidates;
-      this.excluded = Object.freeze(excluded);
+      this.excluded = excluded;
     }
     // A copy: a strategy may sort what it is given without reordering the next request's list.
     return { candidates: this.candidates.slice(), excluded: this.excluded };

@@ -24,21 +24,19 @@ const NO_HOOKS: CommitHooks = Object.freeze({});
  */
 export function commit(decision: Decision, env: DecideEnv, hooks: CommitHooks = NO_HOOKS): void {
   const run = decision.chain;
-  if (run) {
-    const { pool, pickMs, budgetMs } = run;
+  const pool = decision.poolRef;
+  if (run && pool) {
+    const { pickMs, budgetMs } = run;
     for (const incident of run.incidents) hooks.onFault?.(pool, incident.strategy, incident.fault, incident.detail);
     for (let i = 0; i < pickMs.length; i++) {
       const elapsed = pickMs[i];
       if (Number.isNaN(elapsed)) continue;
-      const overrun = pool.chain[i].budget.count(elapsed, budgetMs, env.clock());
+      const overrun = pool.chain[i].budget.count(elapsed, budgetMs, env.clock);
       if (overrun) hooks.onFault?.(pool, pool.chain[i].name, 'over_budget', overrun);
     }
   }
   if (!decision.admitted) return;
-  if (decision.charge) {
-    const { tenant, cost } = decision.charge;
-    env.quota.take(tenant.id, cost, tenant.quotas, env.now());
-  }
+  if (decision.charge) env.quota.take(decision.tenant, decision.charge, decision.tenantRef.quotas, env.now());
   for (const slot of decision.poolRef.chain) {
     try {
       slot.instance.onRouted?.(decision.routed, decision.replica);

@@ -113,19 +113,19 @@ export function decide(
   const replicaStep = chooseReplica(routed, pool, candidates, excluded, budgetMs, env.clock);
   trace.replica = replicaStep.trace;
   const replica = replicaStep.replica;
-  const chain = { pool, budgetMs, pickMs: replicaStep.pickMs, incidents: replicaStep.incidents };
+  const chain = replicaStep.run;
 
   // 4. Admit or reject. Quota is only looked at here: commit() takes it.
   const cost = { requests: 1, tokens: facts.promptTokens + maxTokens };
   const overQuota = options.quotaTaken ? undefined : quotaRejection(env.quota, tenant, cost, now);
   if (overQuota) {
     trace.admit = { decidedBy: 'quota', reason: overQuota.message, facts: { tokens: cost.tokens } };
-    return rejected(requestId, overQuota, trace, tenant, undefined, chosen, undefined, chain);
+    return rejected(requestId, overQuota, trace, tenant, undefined, chosen, undefined, chain, pool);
   }
   const late = deadlineRejection(pool, replica, facts.promptTokens, facts.deadlineMs);
   if (late) {
     trace.admit = { decidedBy: 'deadline', reason: late.message, facts: { deadlineMs: facts.deadlineMs } };
-    return rejected(requestId, late, trace, tenant, undefined, chosen, undefined, chain);
+    return rejected(requestId, late, trace, tenant, undefined, chosen, undefined, chain, pool);
   }
   trace.admit = {
     decidedBy: 'admitted',
@@ -152,7 +152,8 @@ export function decide(
     routed,
     poolRef: pool,
     chain,
-    charge: options.quotaTaken ? undefined : { tenant, cost },
+    tenantRef: tenant,
+    charge: options.quotaTaken ? undefined : cost,
   };
   return admitted;
 }
@@ -174,6 +175,7 @@ function rejected(
   chosen?: { model: string; version?: string; adapter?: string; canary?: boolean; pool?: string },
   action?: Rejected['action'],
   chain?: Rejected['chain'],
+  poolRef?: Rejected['poolRef'],
 ): Rejected {
   if (step) trace.admit = step;
   return {
@@ -191,6 +193,7 @@ function rejected(
     action,
     trace,
     chain,
+    poolRef,
   };
 }
 

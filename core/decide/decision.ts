@@ -16,12 +16,12 @@ export interface StrategyIncident {
 }
 
 /**
- * What deciding leaves for commit() to do: the strategies' pick times to
- * count against their budgets (aligned with the pool's chain; NaN where a
- * strategy did not pick) and their faults to report.
+ * What running the pool's strategy chain leaves for commit() to do: the pick
+ * times to count against the budget (aligned with the chain; NaN where a
+ * strategy did not pick; empty when the budget is unlimited and nothing was
+ * timed) and the faults to report.
  */
 export interface ChainRun {
-  readonly pool: Pool;
   readonly budgetMs: number;
   readonly pickMs: readonly number[];
   readonly incidents: readonly StrategyIncident[];
@@ -32,8 +32,9 @@ interface DecisionBase {
   /** What picked the replica, or why the request was rejected. */
   readonly reason: string;
   readonly trace: DecisionTrace;
-  /** Set once the strategy chain ran (admitted, or rejected after it). */
+  /** Set once the strategy chain ran (admitted, or rejected after it), with its pool. */
   readonly chain?: ChainRun;
+  readonly poolRef?: Pool;
 }
 
 export interface Admitted extends DecisionBase {
@@ -55,8 +56,9 @@ export interface Admitted extends DecisionBase {
   readonly routed: RoutedRequest;
   readonly poolRef: Pool;
   readonly chain: ChainRun;
+  readonly tenantRef: Tenant;
   /** The quota commit() takes; undefined on a retry, whose quota was taken already. */
-  readonly charge?: { readonly tenant: Tenant; readonly cost: QuotaCost };
+  readonly charge?: QuotaCost;
 }
 
 export interface Rejected extends DecisionBase {

@@ -6,7 +6,7 @@
 // injected clock and left, with faults, for commit() to count and report.
 import { isPass, leastLoaded, type Candidate, type RoutedRequest } from '../../sdk/index.ts';
 import type { Pool } from '../policy/snapshot.ts';
-import type { StrategyIncident } from './decision.ts';
+import type { ChainRun, StrategyIncident } from './decision.ts';
 import type { StepTrace, TraceAlternative } from './trace.ts';
 
 export type StrategyFault = 'threw' | 'bad_answer' | 'over_budget';
@@ -18,11 +18,12 @@ export interface ReplicaChoice {
   /** The strategy that picked, or 'least-load (fallback)'. */
   readonly strategy: string;
   readonly trace: StepTrace;
-  /** Each strategy's pick time, ms (NaN: it did not pick), for commit() to count. */
-  readonly pickMs: readonly number[];
-  /** Throws and bad answers, for commit() to report. */
-  readonly incidents: readonly StrategyIncident[];
+  /** Pick times and faults, for commit() to count and report. */
+  readonly run: ChainRun;
 }
+
+/** An unlimited budget times nothing: one shared run for every quiet decision. */
+const UNTIMED: ChainRun = Object.freeze({ budgetMs: Infinity, pickMs: Object.freeze([]) as readonly number[], incidents: NO_INCIDENTS });
 
 export function chooseReplica(
   request: RoutedRequest,
@@ -40,16 +41,19 @@ export function chooseReplica(
     for (const c of candidates) if (c.saturated) notes.push({ name: c.id, note: `deprioritized: saturated (kv ${c.signals.kvUsage.toFixed(2)}, queue ${c.signals.queueDepth})` });
   }
   const facts = { candidates: candidates.length, saturated: candidates.length - unsaturated.length, excluded: excluded.length };
+  // Picks are timed only against a finite budget (the simulator and `explain` have none).
+  const timed = budgetMs !== Infinity;
   const pickMs: number[] = [];
   let incidents = NO_INCIDENTS as StrategyIncident[];
   const chain = pool.chain;
 
   for (let i = 0; i < chain.length; i++) {
     const slot = chain[i];
-    pickMs.push(NaN);
+    if (timed) pickMs.push(NaN);
     let result;
-    const started = clock();
-    if (slot.budget.suspendedUntil > started) {
+    const suspendedUntil = slot.budget.suspendedUntil;
+    const started = timed ? clock() : 0;
+    if (suspendedUntil > 0 && suspendedUntil > (timed ? started : clock())) {
       notes.push({ name: slot.name, note: 'skipped: suspended for overrunning its budget' });
       continue;
     }
@@ -60,8 +64,7 @@ export function chooseReplica(
       notes.push({ name: slot.name, note: 'skipped: threw' });
       continue;
     }
-    const elapsed = (pickMs[i] = clock() - started);
-    if (slot.budget.wouldSuspend(elapsed, budgetMs)) {
+    if (timed && slot.budget.wouldSuspend((pickMs[i] = clock() - started), budgetMs)) {
       notes.push({ name: slot.name, note: 'skipped: over budget 3 times, suspended' });
       continue;
     }
@@ -76,13 +79,12 @@ export function chooseReplica(
       continue;
     }
     const alternatives = (result.alternatives ?? []).map((a) => ({ name: a.replica, score: a.score, note: a.note }));
-    for (let j = i + 1; j < chain.length; j++) pickMs.push(NaN);
+    if (timed) for (let j = i + 1; j < chain.length; j++) pickMs.push(NaN);
     return {
       replica: chosen,
       strategy: slot.name,
       trace: { decidedBy: slot.name, reason: String(result.reason ?? ''), facts, alternatives: [...notes, ...alternatives] },
-      pickMs,
-      incidents,
+      run: chainRun(timed, budgetMs, pickMs, incidents),
     };
   }
 
@@ -96,7 +98,10 @@ export function chooseReplica(
       facts,
       alternatives: [...notes, ...scores.map((s) => ({ name: s.replica, score: s.score }))],
     },
-    pickMs,
-    incidents,
+    run: chainRun(timed, budgetMs, pickMs, incidents),
   };
+}
+
+function chainRun(timed: boolean, budgetMs: number, pickMs: readonly number[], incidents: readonly StrategyIncident[]): ChainRun {
+  return timed || incidents !== NO_INCIDENTS ? { budgetMs, pickMs, incidents } : UNTIMED;
 }

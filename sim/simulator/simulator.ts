@@ -185,6 +185,14 @@ class Simulation {
   private counter = 0;
   private firstArrivalAt = NaN;
   private lastActivityAt = 0;
+  // One request's headers and body, rewritten for each: the facts builder keeps neither.
+  private readonly headers: Record<string, string | undefined> = { 'x-conversation-id': undefined, 'x-priority': undefined, 'x-deadline-ms': undefined };
+  private readonly body: { model: string; messages: readonly { role: string; content: string }[]; max_tokens?: number; stream: true } = {
+    model: '',
+    messages: [],
+    max_tokens: undefined,
+    stream: true,
+  };
   // The current timeline interval.
   private window = { arrivals: 0, completed: 0, rejected: 0, ttftSum: 0 };
 
@@ -211,7 +219,7 @@ class Simulation {
     if (this.fleet.replicas.length === 0) throw new SimError('the policy has no replicas: there is nothing to simulate');
     if (this.fleet.replicas.every((r) => r.spec.draining)) throw new SimError('every replica of the policy is draining: nothing can take a request');
     snapshots.forEach((snap, i) => {
-      this.routers.push({ snapshot: snap, env: createEnv({ seed: `${seeds[i]}:env`, now, quota: new MemoryQuotaStore() }), view: this.fleet.views[i] });
+      this.routers.push({ snapshot: snap, env: createEnv({ seed: `${seeds[i]}:env`, now, clock: now, quota: new MemoryQuotaStore() }), view: this.fleet.views[i] });
     });
     this.routerRandom = seededRandom(`${this.seed}:routers`);
     this.singleModel = new Set(snapshot.pools.map((p) => `${p.model}@${p.version}`)).size === 1;
@@ -288,15 +296,16 @@ class Simulation {
     this.lastActivityAt = spec.at;
     const router = this.routers.length === 1 ? this.routers[0] : this.routers[Math.floor(this.routerRandom() * this.routers.length)];
     // The request as a client would send it, through the same facts builder as `serve`.
+    const headers = this.headers;
+    headers['x-conversation-id'] = spec.conversationId;
+    headers['x-priority'] = spec.priority;
+    headers['x-deadline-ms'] = spec.deadlineMs === undefined ? undefined : String(spec.deadlineMs);
+    const body = this.body;
+    body.model = spec.model;
+    body.messages = messagesOf(spec.messageCount, spec.text);
+    body.max_tokens = spec.maxTokens;
     const facts = requestFacts(
-      {
-        requestId: `r${this.counter++}`,
-        endpoint: 'chat',
-        headers: { 'x-conversation-id': spec.conversationId, 'x-priority': spec.priority, 'x-deadline-ms': spec.deadlineMs === undefined ? undefined : String(spec.deadlineMs) },
-        body: { model: spec.model, messages: messagesOf(spec.messageCount, spec.text), max_tokens: spec.maxTokens, stream: true },
-        apiKeyHash: spec.apiKeyHash,
-        promptTokens: spec.promptTokens,
-      },
+      { requestId: `r${this.counter++}`, endpoint: 'chat', headers, body, apiKeyHash: spec.apiKeyHash, promptTokens: spec.promptTokens },
       TRUSTED_BODY,
     );
     // A literal, not a spread of shared defaults: spreading an object is a slow path (3% of the simulator's time).

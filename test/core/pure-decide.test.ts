@@ -76,7 +76,7 @@ function comparable(d: Decision) {
     replicaUrl: d.replicaUrl,
     upstreamModel: d.upstreamModel,
     strategy: d.strategy,
-    cost: d.charge?.cost,
+    cost: d.charge,
     pickMs: d.chain.pickMs,
     incidents: d.chain.incidents,
     routed: { id, model, version, adapter, pool, tenant, conversationId, priority, promptTokens, maxTokens, prefixHashes },
