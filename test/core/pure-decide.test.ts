@@ -10,12 +10,13 @@ import { decide, decisionJson, type Decision } from '../../core/decide/decide.ts
 import { createEnv } from '../../core/decide/env.ts';
 import { BUILTIN_STRATEGIES } from '../../core/plugins/builtins.ts';
 import { registryOf } from '../../core/plugins/registry.ts';
-import { loadPolicyTexts } from '../../core/policy/load.ts';
-import { formatProblem } from '../../core/policy/problems.ts';
+import { formatProblem } from '../../core/diagnostics/problem.ts';
+import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
+import { buildSnapshot } from '../../core/policy/load.ts';
 import type { StrategyDefinition } from '../../sdk/index.ts';
-import { admitted, facts, ManualFleet, POLICIES, rejected, type TestRequest } from '../helpers/core.ts';
+import { admitted, facts, ManualFleet, POLICIES, policyDirTexts, rejected, type TestRequest } from '../helpers/core.ts';
 
-const bundledFiles = Object.fromEntries(['models.yaml', 'pools.yaml', 'rules.yaml', 'settings.yaml', 'tenants.yaml'].map((f) => [f, readFileSync(`${POLICIES}${f}`, 'utf8')]));
+const bundledFiles = policyDirTexts(POLICIES);
 
 /** Counts every hook call a strategy gets, and every clock read it makes. */
 const hooks = { picks: 0, routed: 0, completed: [] as boolean[] };
@@ -39,7 +40,7 @@ const counting: StrategyDefinition = {
 
 function policy(files: Record<string, string>) {
   // Strategies get the same fixed clock: nothing in deciding reads the real one.
-  const loaded = loadPolicyTexts(files, { registry: registryOf([...BUILTIN_STRATEGIES, counting]), seed: 1, now: () => 1_000 });
+  const loaded = buildSnapshot(policyInputsFromTexts(files, { registry: registryOf([...BUILTIN_STRATEGIES, counting]) }), { seed: 1, now: () => 1_000 });
   if (!loaded.snapshot) throw new Error(loaded.problems.map(formatProblem).join('\n'));
   return loaded.snapshot;
 }

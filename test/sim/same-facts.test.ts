@@ -8,16 +8,16 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { main } from '../../cli/main.ts';
 import type { Decision } from '../../core/decide/decide.ts';
-import { builtinRegistry } from '../../core/plugins/builtins.ts';
-import { loadPolicyDir } from '../../core/policy/load.ts';
+import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
+import { buildSnapshot } from '../../core/policy/load.ts';
 import { simulate } from '../../sim/simulator/simulator.ts';
 import { CODE_SNIPPET } from '../../sim/workload/synthetic.ts';
 import { workloadFromSpec, type WorkloadSpec } from '../../sim/workload/load.ts';
-import { POLICIES } from '../helpers/core.ts';
+import { POLICIES, policyDirTexts } from '../helpers/core.ts';
 import { json, startTestRouter, type TestRouter } from '../helpers/router.ts';
 
 const KEY = 'sk-demo-free';
-const policyFiles = Object.fromEntries(['models.yaml', 'pools.yaml', 'rules.yaml', 'settings.yaml', 'tenants.yaml'].map((f) => [f, readFileSync(join(POLICIES, f), 'utf8')]));
+const policyFiles = policyDirTexts(POLICIES);
 
 /** One chat request for `auto`, as the workload describes it. */
 function oneRequest(codeFraction: number): WorkloadSpec {
@@ -37,7 +37,7 @@ function simulated(codeFraction: number): Decision {
   const decisions: Decision[] = [];
   simulate({
     policy: (seed, now) => {
-      const loaded = loadPolicyDir(POLICIES, { registry: builtinRegistry, seed, now });
+      const loaded = buildSnapshot(policyInputsFromTexts(policyFiles), { seed, now });
       if (!loaded.snapshot) throw new Error('the bundled policy is invalid');
       return loaded.snapshot;
     },
