@@ -58,7 +58,7 @@ describe('the simulator and the router evaluate the same facts', () => {
 
   it('a request with code meets the hasCode cascade rule in serve and in sim alike', async () => {
     await t.client.chat.completions.create({ model: 'auto', messages: [{ role: 'user', content: CODE_SNIPPET }], max_tokens: 8 });
-    const logged = (await json(await fetch(`${t.url}/admin/decisions?limit=1`))).decisions[0];
+    const logged = (await json(await fetch(`${t.adminUrl}/admin/decisions?limit=1`))).decisions[0];
     assert.equal(logged.status, 200, logged.reason);
     assert.equal(logged.model, 'qwen2.5-coder-32b-instruct');
     assert.match(logged.trace.model.decidedBy, /rule "code goes to the coder"/);
