@@ -2,6 +2,7 @@
 // policy, its general 8B pool scaled to 8, 64 and 512 replicas, over a mix of
 // requests (cascade, conversations, shared system prompts, LoRA, batch).
 import { readFileSync } from 'node:fs';
+import { commit } from '../core/decide/commit.ts';
 import { decide } from '../core/decide/decide.ts';
 import { createEnv } from '../core/decide/env.ts';
 import { MemoryQuotaStore, type QuotaCost } from '../core/decide/quota.ts';
@@ -60,6 +61,7 @@ function run(replicas: number) {
     const started = process.hrtime.bigint();
     const facts = requestFacts({ requestId: `b${i}`, ...input });
     const decision = decide(facts, snapshot, fleet, env);
+    commit(decision, env); // as the router does: quota taken, strategies told (prefix-affinity remembers)
     const elapsed = Number(process.hrtime.bigint() - started) / 1000;
     if (i >= 2000) {
       samples[i - 2000] = elapsed; // the first 2,000 warm up the JIT
@@ -72,7 +74,7 @@ function run(replicas: number) {
   return { replicas: snapshot.replicas.size, general: replicas, p50: pct(0.5), p99: pct(0.99), mean, admitted: admitted / iterations };
 }
 
-console.log('decide(): request facts + the four decisions, µs per request (one process, one core)');
+console.log('decide() + commit(): request facts, the four decisions and what they set off, µs per request (one process, one core)');
 console.log('general-pool replicas | fleet replicas |   p50 µs |   p99 µs |  mean µs | admitted');
 for (const n of [8, 64, 512]) {
   const r = run(n);

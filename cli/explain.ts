@@ -81,10 +81,10 @@ function renderText(d: Decision, endpoint: string, body: unknown): string {
   const lines: string[] = [];
   const requested = (body as { model?: unknown } | null)?.model;
   lines.push(`POST ${PATHS[endpoint]}  model=${JSON.stringify(requested)}  tenant=${d.tenant ?? '-'}`);
-  if (d.status === 200) {
+  if (d.admitted) {
     lines.push(`→ 200 admitted: ${d.model}@${d.version}${d.adapter ? ` + adapter ${d.adapter}` : ''} · pool ${d.pool} · replica ${d.replica}`);
   } else {
-    const r = d.rejection!;
+    const r = d.rejection;
     lines.push(`→ ${d.status} ${r.code}${r.retryAfterS !== undefined ? ` (Retry-After: ${r.retryAfterS})` : ''}: ${r.message}`);
     if (d.action) lines.push(`  action: ${d.action.type} ${d.action.model} via ${d.action.url}`);
   }

@@ -11,7 +11,14 @@ interface Config {
   min_match_blocks: number;
 }
 
-/** The replicas that served one prefix block, and when the block was last used. */
+/**
+ * A block's holders are capped: a block every replica holds (a popular system
+ * prompt in a large pool) tells routing nothing more past a few of them, and
+ * an uncapped list made each pick and each onRouted grow with the pool.
+ */
+const MAX_HOLDERS = 16;
+
+/** The replicas that last served one prefix block (most recent last, at most MAX_HOLDERS), and when the block was last used. */
 interface Holders {
   readonly replicas: string[];
   /** Tick of the block's last use: the LRU order, kept without reordering the Map. */
@@ -40,6 +47,15 @@ function evictLeastRecentlyUsed(seen: Map<number, Holders>, maxEntries: number):
   for (const holders of seen.values()) stamps[i++] = holders.usedAt;
   const cutoff = stamps.sort()[excess - 1];
   for (const [hash, holders] of seen) if (holders.usedAt <= cutoff) seen.delete(hash);
+}
+
+/** Moves `replica` to the most recent end of `replicas`, dropping the oldest past the cap. */
+function remember(replicas: string[], replica: string): void {
+  const at = replicas.indexOf(replica);
+  if (at === replicas.length - 1) return;
+  if (at >= 0) replicas.splice(at, 1);
+  else if (replicas.length >= MAX_HOLDERS) replicas.shift();
+  replicas.push(replica);
 }
 
 export default {
@@ -104,7 +120,7 @@ export default {
           const holders = seen.get(hash);
           if (holders) {
             holders.usedAt = ++clock;
-            if (!holders.replicas.includes(replica)) holders.replicas.push(replica);
+            remember(holders.replicas, replica);
           } else {
             seen.set(hash, { replicas: [replica], usedAt: ++clock });
           }

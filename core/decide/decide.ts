@@ -6,43 +6,20 @@ import { chainBlockHashes, prefixHashes, prefixSeed, type Priority, type RoutedR
 import { rejection, type Rejection } from '../errors.ts';
 import type { RequestFacts } from '../facts/request-facts.ts';
 import type { FleetView } from '../fleet/types.ts';
-import type { Pool, Snapshot, Tenant } from '../policy/snapshot.ts';
+import type { Snapshot, Tenant } from '../policy/snapshot.ts';
 import { capacityRejection, deadlineRejection, estimatedWaitMs, quotaCost, quotaRejection } from './admit.ts';
 import { buildCandidates } from './candidates.ts';
+import { tenantStepSlot } from './derived.ts';
+import type { Admitted, Decision, Rejected } from './decision.ts';
 import type { DecideEnv } from './env.ts';
 import { chooseModel } from './model.ts';
 import { choosePool } from './pool.ts';
-import { chooseReplica, type ChainHooks } from './replica.ts';
-import type { DecisionTrace, StepTrace } from './trace.ts';
+import { chooseReplica } from './replica.ts';
+import type { DecisionTrace } from './trace.ts';
 
-export interface Decision {
-  readonly requestId: string;
-  /** 200 when admitted, else the HTTP status of the rejection. */
-  readonly status: number;
-  readonly tenant?: string;
-  readonly model?: string;
-  readonly version?: string;
-  readonly adapter?: string;
-  readonly canary?: boolean;
-  readonly pool?: string;
-  readonly replica?: string;
-  readonly replicaUrl?: string;
-  /** What to put in the body's `model` upstream: the adapter name for LoRA (vLLM's convention), else the model id. */
-  readonly upstreamModel?: string;
-  /** What picked the replica, or why the request was rejected. */
-  readonly reason: string;
-  /** The strategy that picked the replica. */
-  readonly strategy?: string;
-  readonly rejection?: Rejection;
-  /** Set for a cold-tier model: the router should ask for a load. */
-  readonly action?: { readonly type: 'trigger_load'; readonly model: string; readonly url: string };
-  readonly trace: DecisionTrace;
-  /** The request as the strategies saw it, and the pool: for retries and completion hooks. */
-  readonly routed?: RoutedRequest;
-  readonly poolRef?: Pool;
-}
+export { decisionJson, type Admitted, type Decision, type Rejected } from './decision.ts';
 
-export interface DecideOptions extends ChainHooks {
+export interface DecideOptions {
   /** Replicas that already failed this request (a retry picks among the rest). */
   readonly excludeReplicas?: ReadonlySet<string>;
   /**
@@ -52,6 +29,8 @@ export interface DecideOptions extends ChainHooks {
   readonly blockHashes?: readonly number[] | (() => readonly number[]);
   /** A retry of an admitted request: its quota was taken already. */
   readonly quotaTaken?: boolean;
+  /** Budget of one strategy pick on env.clock, ms (default 1). */
+  readonly pickBudgetMs?: number;
 }
 
 export function decide(
@@ -59,7 +38,7 @@ export function decide(
   snapshot: Snapshot,
   fleet: FleetView,
   env: DecideEnv,
-  options: DecideOptions = {},
+  options: DecideOptions = NO_OPTIONS,
 ): Decision {
   const trace: DecisionTrace = {};
   if ('code' in facts) return rejected('unknown', facts, trace, undefined, { decidedBy: 'request check', reason: facts.message });
@@ -70,7 +49,7 @@ export function decide(
   if ('code' in tenant) return rejected(requestId, tenant, trace, undefined, { decidedBy: 'tenant lookup', reason: tenant.message });
   const priority: Priority = facts.priority ?? tenant.defaultPriority;
   const maxTokens = facts.maxTokens ?? snapshot.settings.defaultMaxTokens;
-  trace.tenant = tenantStep(tenant, facts.apiKeyHash !== undefined, priority);
+  trace.tenant = tenant.steps[tenantStepSlot(facts.apiKeyHash !== undefined, priority === 'batch')];
 
   // The flat facts rules see (docs/policies.md lists them).
   const ruleFacts: Record<string, unknown> = {
@@ -101,7 +80,7 @@ export function decide(
     const r = rejection('model_cold', `The model \`${modelStep.cold.id}\` is not deployed right now; a load has been requested. Retry after ${cold.retryAfterS} s.`, {
       retryAfterS: cold.retryAfterS,
     });
-    return { ...rejected(requestId, r, trace, tenant), model: modelStep.cold.id, action: { type: 'trigger_load', model: modelStep.cold.id, url: cold.loadHook } };
+    return rejected(requestId, r, trace, tenant, undefined, { model: modelStep.cold.id }, { type: 'trigger_load', model: modelStep.cold.id, url: cold.loadHook });
   }
   const { model, version, adapter } = modelStep;
   ruleFacts.resolvedModel = model.id;
@@ -129,30 +108,24 @@ export function decide(
     trace.admit = { decidedBy: 'capacity', reason: full.message, alternatives: candidates.map((c) => ({ name: c.id, score: c.signals.queueDepth, note: 'queue depth' })) };
     return rejected(requestId, full, trace, tenant, undefined, chosen);
   }
-  const routed = routedRequest(facts, snapshot, chosen, tenant.id, priority, maxTokens, options.blockHashes);
-  const replicaStep = chooseReplica(routed, pool, candidates, excluded, options);
+  const routed = new Routed(facts, snapshot.settings, chosen, tenant.id, priority, maxTokens, options.blockHashes);
+  const budgetMs = options.pickBudgetMs ?? 1;
+  const replicaStep = chooseReplica(routed, pool, candidates, excluded, budgetMs, env.clock);
   trace.replica = replicaStep.trace;
   const replica = replicaStep.replica;
+  const chain = replicaStep.run;
 
-  // 4. Admit or reject.
+  // 4. Admit or reject. Quota is only looked at here: commit() takes it.
   const cost = quotaCost(facts, snapshot.settings.defaultMaxTokens);
   const overQuota = options.quotaTaken ? undefined : quotaRejection(env.quota, tenant, cost, now);
   if (overQuota) {
     trace.admit = { decidedBy: 'quota', reason: overQuota.message, facts: { tokens: cost.tokens } };
-    return rejected(requestId, overQuota, trace, tenant, undefined, chosen);
+    return rejected(requestId, overQuota, trace, tenant, undefined, chosen, undefined, chain, pool);
   }
   const late = deadlineRejection(pool, replica, facts.promptTokens, facts.deadlineMs);
   if (late) {
     trace.admit = { decidedBy: 'deadline', reason: late.message, facts: { deadlineMs: facts.deadlineMs } };
-    return rejected(requestId, late, trace, tenant, undefined, chosen);
-  }
-  if (!options.quotaTaken) env.quota.take(tenant.id, cost, tenant.quotas, now);
-  for (const slot of pool.chain) {
-    try {
-      slot.instance.onRouted?.(routed, replica.id);
-    } catch (error) {
-      options.onFault?.(pool, slot.name, 'threw', `onRouted: ${(error as Error)?.message ?? String(error)}`);
-    }
+    return rejected(requestId, late, trace, tenant, undefined, chosen, undefined, chain, pool);
   }
   trace.admit = {
     decidedBy: 'admitted',
@@ -160,11 +133,16 @@ export function decide(
     facts: { estimatedWaitMs: Math.round(estimatedWaitMs(pool, replica, facts.promptTokens)), deadlineMs: facts.deadlineMs ?? null },
   };
 
-  return {
+  const admitted: Admitted = {
+    admitted: true,
     requestId,
     status: 200,
     tenant: tenant.id,
-    ...chosen,
+    model: chosen.model,
+    version: chosen.version,
+    adapter: chosen.adapter,
+    canary: chosen.canary,
+    pool: chosen.pool,
     replica: replica.id,
     replicaUrl: replica.url,
     upstreamModel: adapter ?? model.id,
@@ -173,20 +151,14 @@ export function decide(
     trace,
     routed,
     poolRef: pool,
+    chain,
+    tenantRef: tenant,
+    charge: options.quotaTaken ? undefined : cost,
   };
+  return admitted;
 }
 
-// The tenant step is the same for every request of a tenant with the same
-// priority, with a key or without: one shared object each, not one a request
-// (the decision log keeps a thousand traces, and the GC copies every byte).
-const tenantSteps = new WeakMap<Tenant, StepTrace[]>();
-
-function tenantStep(tenant: Tenant, keyed: boolean, priority: Priority): StepTrace {
-  let steps = tenantSteps.get(tenant);
-  if (!steps) tenantSteps.set(tenant, (steps = []));
-  const slot = (keyed ? 2 : 0) + (priority === 'batch' ? 1 : 0);
-  return (steps[slot] ??= Object.freeze({ decidedBy: keyed ? 'API key' : 'anonymous tenant', reason: `${tenant.id} (${tenant.tier})`, facts: Object.freeze({ priority }) }));
-}
+const NO_OPTIONS: DecideOptions = Object.freeze({});
 
 /** The tenant of an API key hash (undefined: no key sent), or the 401 to answer. */
 export function resolveTenant(snapshot: Snapshot, apiKeyHash: string | undefined): Tenant | Rejection {
@@ -200,22 +172,29 @@ function rejected(
   trace: DecisionTrace,
   tenant?: Tenant,
   step?: DecisionTrace['admit'],
-  chosen?: Partial<Pick<Decision, 'model' | 'version' | 'adapter' | 'canary' | 'pool'>>,
-): Decision {
+  chosen?: { model: string; version?: string; adapter?: string; canary?: boolean; pool?: string },
+  action?: Rejected['action'],
+  chain?: Rejected['chain'],
+  poolRef?: Rejected['poolRef'],
+): Rejected {
   if (step) trace.admit = step;
-  return { requestId, status: r.status, tenant: tenant?.id, ...chosen, reason: `${r.code}: ${r.message}`, rejection: r, trace };
-}
-
-function routedRequest(
-  facts: RequestFacts,
-  snapshot: Snapshot,
-  chosen: { model: string; version: string; adapter?: string; pool: string },
-  tenant: string,
-  priority: Priority,
-  maxTokens: number,
-  blockHashes: DecideOptions['blockHashes'],
-): RoutedRequest {
-  return new Routed(facts, snapshot.settings, chosen, tenant, priority, maxTokens, blockHashes);
+  return {
+    admitted: false,
+    requestId,
+    status: r.status,
+    tenant: tenant?.id,
+    model: chosen?.model,
+    version: chosen?.version,
+    adapter: chosen?.adapter,
+    canary: chosen?.canary,
+    pool: chosen?.pool,
+    reason: `${r.code}: ${r.message}`,
+    rejection: r,
+    action,
+    trace,
+    chain,
+    poolRef,
+  };
 }
 
 /**
@@ -276,24 +255,4 @@ class Routed implements RoutedRequest {
     }
     return this.#hashes;
   }
-}
-
-/** The decision as plain JSON: what `explain --json` prints and /admin/decisions keeps. */
-export function decisionJson(decision: Decision): Record<string, unknown> {
-  return {
-    requestId: decision.requestId,
-    status: decision.status,
-    tenant: decision.tenant ?? null,
-    model: decision.model ?? null,
-    version: decision.version ?? null,
-    adapter: decision.adapter ?? null,
-    canary: decision.canary ?? null,
-    pool: decision.pool ?? null,
-    replica: decision.replica ?? null,
-    reason: decision.reason,
-    ...(decision.rejection ? { error: { code: decision.rejection.code, type: decision.rejection.type, message: decision.rejection.message } } : {}),
-    ...(decision.rejection?.retryAfterS !== undefined ? { retryAfter: decision.rejection.retryAfterS } : {}),
-    ...(decision.action ? { action: decision.action } : {}),
-    trace: decision.trace,
-  };
 }

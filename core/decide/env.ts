@@ -1,19 +1,30 @@
-// What a decision may depend on besides its inputs: the clock, a random
-// source and quota state. Injected, so the same inputs give the same decision.
+// What a decision may depend on besides its inputs: the clocks, a random
+// source and quota state. Injected, so the same inputs give the same
+// decision: decide() reads no other clock, and changes no state but the
+// random source's position.
 import { seededRandom } from '../../sdk/index.ts';
 import { MemoryQuotaStore, type QuotaStore } from './quota.ts';
 
 export interface DecideEnv {
+  /** Wall-clock ms (scrape ages, quota refills). */
   readonly now: () => number;
+  /** Monotonic ms, for timing strategies' picks against their budget. */
+  readonly clock: () => number;
   /** In [0, 1): used where a request has no conversation to be sticky by. */
   readonly random: () => number;
+  /** Read by decide(), taken from by commit(). */
   readonly quota: QuotaStore;
 }
 
-export function createEnv(options: { seed?: number | string; now?: () => number; quota?: QuotaStore } = {}): DecideEnv {
+export function createEnv(options: { seed?: number | string; now?: () => number; clock?: () => number; quota?: QuotaStore } = {}): DecideEnv {
   return {
     now: options.now ?? Date.now,
+    clock: options.clock ?? monotonicMs,
     random: seededRandom(options.seed ?? 1),
     quota: options.quota ?? new MemoryQuotaStore(),
   };
+}
+
+function monotonicMs(): number {
+  return performance.now();
 }

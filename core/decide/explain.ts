@@ -4,7 +4,6 @@
 // explorer's explain form both use it.
 import type { Endpoint } from '../facts/request-schemas.ts';
 import { requestFacts } from '../facts/request-facts.ts';
-import { charsPerTokenEstimator } from '../facts/tokens.ts';
 import type { FleetView } from '../fleet/types.ts';
 import type { Snapshot } from '../policy/snapshot.ts';
 import { decide, type Decision } from './decide.ts';
@@ -31,7 +30,7 @@ export function explainRequest(input: ExplainInput, snapshot: Snapshot, fleet: F
   for (const [name, value] of Object.entries(input.headers)) headers[name.toLowerCase()] = value;
   const facts = requestFacts(
     { requestId: input.requestId ?? 'explain', endpoint: input.endpoint ?? endpointOf(input.body), headers, body: input.body },
-    { estimator: charsPerTokenEstimator(snapshot.settings.charsPerToken) },
+    { estimator: snapshot.settings.estimator },
   );
   return decide(facts, snapshot, fleet, env, { pickBudgetMs: Infinity });
 }

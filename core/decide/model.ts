@@ -33,16 +33,22 @@ export function firstAllowed(tenant: Tenant, models: readonly string[]): string 
   return undefined;
 }
 
-export function chooseModel(
-  facts: RequestFacts,
+type ModelStep = ModelChoice | ColdModel | { rejected: Rejection; trace: StepTrace };
+
+export function chooseModel(facts: RequestFacts, ruleFacts: Facts, tenant: Tenant, snapshot: Snapshot, env: DecideEnv): ModelStep {
+  // Most requests name a model plainly: their choice was made when the snapshot was compiled (derived.ts).
+  return tenant.plainChoices.get(facts.requestedModel) ?? resolveModel(facts, ruleFacts, tenant, snapshot, env);
+}
+
+/** The model choice worked out in full. */
+export function resolveModel(
+  facts: Pick<RequestFacts, 'requestedModel' | 'conversationId'>,
   ruleFacts: Facts,
   tenant: Tenant,
   snapshot: Snapshot,
   env: DecideEnv,
-): ModelChoice | ColdModel | { rejected: Rejection; trace: StepTrace } {
+): ModelStep {
   const requested = facts.requestedModel;
-  const known = plainChoices.get(tenant)?.get(requested);
-  if (known && known.snapshot === snapshot) return known.choice;
   let modelId: string;
   let adapter: string | undefined;
   let decidedBy: string;
@@ -118,7 +124,7 @@ export function chooseModel(
     model.versions.length === 1
       ? ''
       : `; version ${version.version}${version.canary ? ' (canary)' : ''} by ${facts.conversationId ? 'conversation hash' : 'random draw (no conversation id)'}`;
-  const choice: ModelChoice = {
+  return {
     model,
     version,
     adapter,
@@ -129,25 +135,6 @@ export function chooseModel(
       alternatives: alternatives ?? model.versions.map((v) => ({ name: `${model.id}@${v.version}`, score: v.weight / model.totalWeight })),
     },
   };
-  // No cascade and one version: the same answer for every request of this tenant for this name.
-  if (!alternatives && model.versions.length === 1) remember(snapshot, tenant, requested, choice);
-  return choice;
-}
-
-// Choices that depend only on the snapshot, the tenant and the name asked for,
-// shared by every such request: no trace built a request, and none kept a
-// request by the decision log (the GC copies every byte it keeps). Per tenant
-// object, checked against the snapshot; bounded by the names that resolve.
-const plainChoices = new WeakMap<Tenant, Map<string, { readonly snapshot: Snapshot; readonly choice: ModelChoice }>>();
-
-function remember(snapshot: Snapshot, tenant: Tenant, requested: string, choice: ModelChoice): void {
-  let choices = plainChoices.get(tenant);
-  if (!choices) plainChoices.set(tenant, (choices = new Map()));
-  const trace = choice.trace;
-  Object.freeze(trace.facts);
-  for (const alternative of trace.alternatives ?? []) Object.freeze(alternative);
-  Object.freeze(trace.alternatives);
-  choices.set(requested, { snapshot, choice: Object.freeze({ ...choice, trace: Object.freeze(trace) }) });
 }
 
 /**

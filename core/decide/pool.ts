@@ -1,9 +1,8 @@
 // Decision 2 — which pool: the pool rules, first match wins, among the pools
 // that serve the chosen model version; then the pool's length limit.
 import { rejection, type Rejection } from '../errors.ts';
-import { oncePer } from '../once-per.ts';
 import { firstMatch, type Facts } from '../rules/compile.ts';
-import { versionKey, type ModelVersion, type Pool, type Snapshot } from '../policy/snapshot.ts';
+import type { ModelVersion, Pool, Snapshot } from '../policy/snapshot.ts';
 import type { StepTrace } from './trace.ts';
 
 export function choosePool(
@@ -14,26 +13,28 @@ export function choosePool(
   snapshot: Snapshot,
 ): { pool: Pool; trace: StepTrace } | { rejected: Rejection; trace: StepTrace } {
   const version = modelVersion.version;
-  const pools = poolsServing(snapshot, modelVersion);
+  const pools = snapshot.poolsOfVersion.get(modelVersion) ?? NO_POOLS;
   const match = firstMatch(snapshot.poolRules.rules, ruleFacts, (name) => (poolNamed(pools, name) ? null : `${model}@${version} has no ${name} pool`));
   const alternatives = match.skipped.map((s) => ({ name: s.rule, note: s.why }));
 
+  // The pool's shared steps, made when the snapshot was compiled (derived.ts).
   let pool: Pool;
-  let decidedBy: string;
-  let reason: string;
+  let plain: StepTrace;
   if (match.rule) {
     pool = poolNamed(pools, match.rule.target)!;
-    decidedBy = `pool rule "${match.rule.name}"`;
-    reason = `rule "${match.rule.name}" → ${pool.name}`;
+    plain = snapshot.poolSteps.get(pool)!.byRule.get(match.rule.name)!;
   } else {
     const fallback = poolNamed(pools, snapshot.poolRules.defaultPool);
     pool = fallback ?? pools[0];
-    decidedBy = fallback ? 'default pool' : 'only pool of version';
-    reason = fallback ? `no pool rule matched → ${pool.name}` : `no rule's pool serves ${model}@${version} → ${pool.name}`;
+    plain = fallback ? snapshot.poolSteps.get(pool)!.byDefault : snapshot.poolSteps.get(pool)!.onlyPool;
   }
+  const tooLong = pool.maxModelLen !== undefined && requiredTokens > pool.maxModelLen;
+  if (alternatives.length === 0 && !tooLong) return { pool, trace: plain };
+  let decidedBy = plain.decidedBy;
+  let reason = plain.reason;
 
   // Too long for the chosen pool: a roomier pool of the same version, or 400.
-  if (pool.maxModelLen !== undefined && requiredTokens > pool.maxModelLen) {
+  if (tooLong) {
     const roomier = pools
       .filter((p) => p.maxModelLen === undefined || requiredTokens <= p.maxModelLen)
       .sort((a, b) => (a.maxModelLen ?? Infinity) - (b.maxModelLen ?? Infinity))[0];
@@ -53,38 +54,13 @@ export function choosePool(
     decidedBy = 'pool limits';
     pool = roomier;
   }
-  if (alternatives.length) return { pool, trace: { decidedBy, reason, alternatives } };
-  return { pool, trace: plainPoolStep(pool, decidedBy, reason) };
+  return { pool, trace: { decidedBy, reason, alternatives } };
 }
 
-// A pool step without alternatives is the same for every request that got the
-// pool the same way: one shared object, not one a request (the decision log
-// keeps a thousand traces, and the GC copies every byte of them). Reused only
-// while it says the same.
-const plainPoolSteps = new WeakMap<Pool, StepTrace>();
-
-function plainPoolStep(pool: Pool, decidedBy: string, reason: string): StepTrace {
-  let step = plainPoolSteps.get(pool);
-  if (step?.decidedBy !== decidedBy || step.reason !== reason) plainPoolSteps.set(pool, (step = Object.freeze({ decidedBy, reason, alternatives: undefined })));
-  return step;
-}
+const NO_POOLS: readonly Pool[] = Object.freeze([]);
 
 // Module-level rather than a closure in choosePool: tsx (esbuild keepNames) would name a new closure every request.
 function poolNamed(pools: readonly Pool[], name: string): Pool | undefined {
   for (const pool of pools) if (pool.name === name) return pool;
   return undefined;
-}
-
-// The pools of each model version, by version object (a snapshot's versions are its own), once
-// per snapshot: building the "model@version" key and hashing it was a visible share of every decision.
-const poolsByVersionObject = oncePer((snapshot: Snapshot): ReadonlyMap<ModelVersion, readonly Pool[]> => {
-  const byVersion = new Map<ModelVersion, readonly Pool[]>();
-  for (const model of snapshot.models.values()) {
-    for (const version of model.versions) byVersion.set(version, snapshot.poolsByVersion.get(versionKey(model.id, version.version)) ?? []);
-  }
-  return byVersion;
-});
-
-function poolsServing(snapshot: Snapshot, version: ModelVersion): readonly Pool[] {
-  return poolsByVersionObject(snapshot).get(version) ?? [];
 }

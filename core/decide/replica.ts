@@ -1,56 +1,37 @@
 // Decision 3 — which replica: the pool's strategy chain over the candidates,
 // unsaturated ones first. Each strategy picks or passes; a strategy that
 // throws or answers with a replica it wasn't given is skipped, one that keeps
-// overrunning its budget is suspended, and the chain goes on. When every
-// strategy passes, least load.
+// overrunning its budget is suspended (budget.ts), and the chain goes on. When every
+// strategy passes, least load. Pure: pick times are measured on the
+// injected clock and left, with faults, for commit() to count and report.
 import { isPass, leastLoaded, type Candidate, type RoutedRequest } from '../../sdk/index.ts';
-import { oncePer } from '../once-per.ts';
 import type { Pool } from '../policy/snapshot.ts';
+import type { ChainRun, StrategyIncident } from './decision.ts';
 import type { StepTrace, TraceAlternative } from './trace.ts';
 
 export type StrategyFault = 'threw' | 'bad_answer' | 'over_budget';
 
-export interface ChainHooks {
-  /** A strategy misbehaved; the request went on without it. */
-  onFault?(pool: Pool, strategy: string, fault: StrategyFault, detail: string): void;
-  /** Wall-clock budget of one pick, ms. */
-  readonly pickBudgetMs?: number;
-}
-
-/**
- * The budget is wall-clock, so one GC pause or a descheduled process can
- * overrun it through no fault of the strategy; discarding that answer would
- * only make routing flap. A strategy that overruns repeatedly (3 times in
- * its last 100 picks) is slow for real: it is skipped for 10 s, then tried
- * again. Every overrun after an instance's first few picks is reported.
- */
-const OVERRUNS_TO_SUSPEND = 3;
-/** A fresh instance's first picks include compiling it (JIT): they are not held against it. */
-const WARMUP_PICKS = 10;
-const OVERRUN_WINDOW_PICKS = 100;
-const SUSPENSION_MS = 10_000;
-
-interface BudgetRecord {
-  picks: number;
-  overrunsAt: number[];
-  suspendedUntil: number;
-}
-
-const budgetOf = oncePer((_instance: object): BudgetRecord => ({ picks: 0, overrunsAt: [], suspendedUntil: 0 }));
+const NO_INCIDENTS: readonly StrategyIncident[] = Object.freeze([]);
 
 export interface ReplicaChoice {
   readonly replica: Candidate;
   /** The strategy that picked, or 'least-load (fallback)'. */
   readonly strategy: string;
   readonly trace: StepTrace;
+  /** Pick times and faults, for commit() to count and report. */
+  readonly run: ChainRun;
 }
+
+/** An unlimited budget times nothing: one shared run for every quiet decision. */
+const UNTIMED: ChainRun = Object.freeze({ budgetMs: Infinity, pickMs: Object.freeze([]) as readonly number[], incidents: NO_INCIDENTS });
 
 export function chooseReplica(
   request: RoutedRequest,
   pool: Pool,
   candidates: readonly Candidate[],
   excluded: readonly TraceAlternative[],
-  hooks: ChainHooks = {},
+  budgetMs: number,
+  clock: () => number,
 ): ReplicaChoice {
   // Usually nothing is saturated: then the candidates themselves, not a filtered copy.
   const unsaturated = candidates.some((c) => c.saturated) ? candidates.filter((c) => !c.saturated) : candidates;
@@ -59,37 +40,33 @@ export function chooseReplica(
   if (unsaturated.length > 0 && unsaturated.length < candidates.length) {
     for (const c of candidates) if (c.saturated) notes.push({ name: c.id, note: `deprioritized: saturated (kv ${c.signals.kvUsage.toFixed(2)}, queue ${c.signals.queueDepth})` });
   }
-  const budget = hooks.pickBudgetMs ?? 1;
   const facts = { candidates: candidates.length, saturated: candidates.length - unsaturated.length, excluded: excluded.length };
+  // Picks are timed only against a finite budget (the simulator and `explain` have none).
+  const timed = budgetMs !== Infinity;
+  const pickMs: number[] = [];
+  let incidents = NO_INCIDENTS as StrategyIncident[];
+  const chain = pool.chain;
 
-  for (const slot of pool.chain) {
-    const record = budgetOf(slot.instance);
+  for (let i = 0; i < chain.length; i++) {
+    const slot = chain[i];
+    if (timed) pickMs.push(NaN);
     let result;
-    const started = performance.now();
-    if (record.suspendedUntil > started) {
+    const suspendedUntil = slot.budget.suspendedUntil;
+    const started = timed ? clock() : 0;
+    if (suspendedUntil > 0 && suspendedUntil > (timed ? started : clock())) {
       notes.push({ name: slot.name, note: 'skipped: suspended for overrunning its budget' });
       continue;
     }
     try {
       result = slot.instance.pick(request, preferred);
     } catch (error) {
-      hooks.onFault?.(pool, slot.name, 'threw', (error as Error)?.message ?? String(error));
+      (incidents === NO_INCIDENTS ? (incidents = []) : incidents).push({ strategy: slot.name, fault: 'threw', detail: (error as Error)?.message ?? String(error) });
       notes.push({ name: slot.name, note: 'skipped: threw' });
       continue;
     }
-    const elapsed = performance.now() - started;
-    record.picks++;
-    if (elapsed > budget && record.picks > WARMUP_PICKS) {
-      record.overrunsAt = record.overrunsAt.filter((at) => at > record.picks - OVERRUN_WINDOW_PICKS);
-      record.overrunsAt.push(record.picks);
-      const suspend = record.overrunsAt.length >= OVERRUNS_TO_SUSPEND;
-      hooks.onFault?.(pool, slot.name, 'over_budget', `pick took ${elapsed.toFixed(2)} ms (budget ${budget} ms)${suspend ? `; suspended for ${SUSPENSION_MS / 1000} s` : ''}`);
-      if (suspend) {
-        record.suspendedUntil = started + elapsed + SUSPENSION_MS;
-        record.overrunsAt = [];
-        notes.push({ name: slot.name, note: `skipped: over budget ${OVERRUNS_TO_SUSPEND} times, suspended` });
-        continue;
-      }
+    if (timed && slot.budget.wouldSuspend((pickMs[i] = clock() - started), budgetMs)) {
+      notes.push({ name: slot.name, note: 'skipped: over budget 3 times, suspended' });
+      continue;
     }
     if (result == null || isPass(result)) {
       notes.push({ name: slot.name, note: `passed: ${result?.reason ?? 'no answer'}` });
@@ -97,15 +74,17 @@ export function chooseReplica(
     }
     const chosen = typeof result.replica === 'string' ? preferred.find((c) => c.id === result.replica) : undefined;
     if (!chosen) {
-      hooks.onFault?.(pool, slot.name, 'bad_answer', `answered ${JSON.stringify(result.replica)}, not one of its candidates`);
+      (incidents === NO_INCIDENTS ? (incidents = []) : incidents).push({ strategy: slot.name, fault: 'bad_answer', detail: `answered ${JSON.stringify(result.replica)}, not one of its candidates` });
       notes.push({ name: slot.name, note: 'skipped: answered a replica it was not given' });
       continue;
     }
     const alternatives = (result.alternatives ?? []).map((a) => ({ name: a.replica, score: a.score, note: a.note }));
+    if (timed) for (let j = i + 1; j < chain.length; j++) pickMs.push(NaN);
     return {
       replica: chosen,
       strategy: slot.name,
       trace: { decidedBy: slot.name, reason: String(result.reason ?? ''), facts, alternatives: [...notes, ...alternatives] },
+      run: chainRun(timed, budgetMs, pickMs, incidents),
     };
   }
 
@@ -119,5 +98,10 @@ export function chooseReplica(
       facts,
       alternatives: [...notes, ...scores.map((s) => ({ name: s.replica, score: s.score }))],
     },
+    run: chainRun(timed, budgetMs, pickMs, incidents),
   };
+}
+
+function chainRun(timed: boolean, budgetMs: number, pickMs: readonly number[], incidents: readonly StrategyIncident[]): ChainRun {
+  return timed || incidents !== NO_INCIDENTS ? { budgetMs, pickMs, incidents } : UNTIMED;
 }

@@ -37,6 +37,13 @@ export interface RequestInput {
   /** Header names in lower case. */
   readonly headers: Readonly<Record<string, string | string[] | undefined>>;
   readonly body: unknown;
+  /**
+   * The bearer key already hashed, read instead of the Authorization header:
+   * recorded traffic and the simulator's workloads carry hashes, never keys.
+   */
+  readonly apiKeyHash?: string;
+  /** The prompt's exact token count when the sender knows it (the simulator's workload), instead of the estimate. */
+  readonly promptTokens?: number;
 }
 
 export interface FactsOptions {
@@ -73,8 +80,8 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
     }
   }
 
-  const authorization = header(input.headers, 'authorization');
-  let apiKeyHash: string | undefined;
+  const authorization = input.apiKeyHash === undefined ? header(input.headers, 'authorization') : undefined;
+  let apiKeyHash = input.apiKeyHash;
   if (authorization !== undefined && authorization !== '') {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
     if (!match) return rejection('invalid_api_key', 'The Authorization header must be "Bearer <api key>".');
@@ -116,7 +123,7 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
     endpoint: input.endpoint,
     requestedModel: body.model as string,
     promptText,
-    promptTokens: estimator.estimate(promptText) + extraTokens,
+    promptTokens: input.promptTokens ?? estimator.estimate(promptText) + extraTokens,
     maxTokens,
     messageCount,
     hasCode: looksLikeCode(contents),

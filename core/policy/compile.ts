@@ -5,6 +5,8 @@
 // its stage in compile/.
 import { createHash } from 'node:crypto';
 import type { Logger } from '../../sdk/index.ts';
+import { plainChoices, poolsOfVersions, poolSteps, type PoolSteps } from '../decide/derived.ts';
+import type { ModelChoice } from '../decide/model.ts';
 import type { StrategyRegistry } from '../plugins/registry.ts';
 import { CompileContext, type CheckedSource } from './compile/context.ts';
 import { checkVersionsServed, compileAliases, compileModels } from './compile/models.ts';
@@ -50,25 +52,32 @@ export function compilePolicy(checked: readonly CheckedSource[], options: Compil
     const key = versionKey(pool.model, pool.version);
     poolsByVersion.set(key, [...(poolsByVersion.get(key) ?? []), pool]);
   }
-  return {
-    problems: [],
-    snapshot: {
-      generation: options.generation ?? 1,
-      hash: contentHash(checked.map((c) => c.source)),
-      files: checked.map((c) => c.source.file),
-      models: models.models,
-      aliases,
-      adapters: tenants.adapters,
-      tenantsByKeyHash: tenants.tenantsByKeyHash,
-      tenantsById: tenants.tenantsById,
-      anonymousTenant: tenants.anonymousTenant,
-      poolsByVersion,
-      pools: finalPools,
-      replicas: pools.replicas,
-      poolRules,
-      settings,
-    },
+  const steps = new Map<Pool, PoolSteps>();
+  for (const pool of finalPools) steps.set(pool, poolSteps(pool, poolRules.rules));
+  const snapshot: Snapshot = {
+    generation: options.generation ?? 1,
+    hash: contentHash(checked.map((c) => c.source)),
+    files: checked.map((c) => c.source.file),
+    models: models.models,
+    aliases,
+    adapters: tenants.adapters,
+    tenantsByKeyHash: tenants.tenantsByKeyHash,
+    tenantsById: tenants.tenantsById,
+    anonymousTenant: tenants.anonymousTenant,
+    poolsByVersion,
+    pools: finalPools,
+    replicas: pools.replicas,
+    poolRules,
+    settings,
+    poolsOfVersion: poolsOfVersions(models.models, poolsByVersion),
+    poolSteps: steps,
   };
+  // What decide() can answer from the policy alone, answered now.
+  for (const tenant of tenants.tenantsById.values()) {
+    const table = tenant.plainChoices as Map<string, ModelChoice>;
+    for (const [name, choice] of plainChoices(snapshot, tenant)) table.set(name, choice);
+  }
+  return { problems: [], snapshot };
 }
 
 function contentHash(sources: readonly PolicySource[]): string {

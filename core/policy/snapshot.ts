@@ -1,8 +1,16 @@
 // An immutable, fully built routing policy: what one request is decided
 // against from arrival to its last byte. A reload builds a new Snapshot off
-// the hot path and swaps one reference; nothing here is ever mutated.
-import type { Engine, LoadScoreWeights, Priority, StrategyDefinition, StrategyInstance } from '../../sdk/index.ts';
+// the hot path and swaps one reference; nothing here is ever mutated but
+// strategy instances' own state and their pick budgets (counted by commit()).
+// What decide() derives from a policy is derived here, when it is compiled.
 import type { OutlierSettings } from '../fleet/outlier.ts';
+import type { Candidate, Engine, LoadScoreWeights, Priority, StrategyDefinition, StrategyInstance } from '../../sdk/index.ts';
+import type { PickBudget } from '../decide/budget.ts';
+import type { CandidateCache } from '../decide/candidates.ts';
+import type { PoolSteps } from '../decide/derived.ts';
+import type { ModelChoice } from '../decide/model.ts';
+import type { StepTrace } from '../decide/trace.ts';
+import type { TokenEstimator } from '../facts/tokens.ts';
 import type { RuleSet } from '../rules/compile.ts';
 
 export interface ModelVersion {
@@ -51,6 +59,10 @@ export interface Tenant {
   readonly defaultAdapters: ReadonlyMap<string, string>;
   readonly quotas: { readonly requestsPerMinute?: number; readonly tokensPerMinute?: number };
   readonly defaultPriority: Priority;
+  /** Derived when compiled (core/decide/derived.ts): the tenant's trace step by tenantStepSlot(). */
+  readonly steps: readonly StepTrace[];
+  /** Derived when compiled: the model choice of each name the tenant may ask for plainly. */
+  readonly plainChoices: ReadonlyMap<string, ModelChoice>;
 }
 
 export interface ReplicaSpec {
@@ -62,12 +74,16 @@ export interface ReplicaSpec {
   readonly maxNumSeqs: number;
   readonly maxQueue: number;
   readonly draining: boolean;
+  /** Derived when compiled: the capacity strategies see. */
+  readonly capacity: Candidate['capacity'];
 }
 
 export interface StrategySlot {
   readonly name: string;
   readonly definition: StrategyDefinition<unknown>;
   readonly instance: StrategyInstance;
+  /** Counted by commit(), read by decide(): the one mutable part of a slot. */
+  readonly budget: PickBudget;
 }
 
 /** Timeouts and connections towards a pool's engines (docs/reliability.md gives the defaults' reasons). */
@@ -110,6 +126,8 @@ export interface Pool {
   readonly upstream: UpstreamSettings;
   readonly retries: RetrySettings;
   readonly outlier: OutlierSettings;
+  /** The pool's candidates as decide() last built them, reused while the fleet reports the same (candidates.ts). */
+  readonly candidateCache: CandidateCache;
 }
 
 export interface RouterSettings {
@@ -123,6 +141,8 @@ export interface RouterSettings {
   readonly bodyLimitBytes: number;
   /** Absolute paths. */
   readonly pluginDirs: readonly string[];
+  /** Derived from charsPerToken when compiled. */
+  readonly estimator: TokenEstimator;
   /** Shared quotas (docs/quotas.md); read when the router starts. */
   readonly quotaStore: QuotaStoreSettings;
 }
@@ -155,6 +175,10 @@ export interface Snapshot {
   readonly pools: readonly Pool[];
   readonly replicas: ReadonlyMap<string, ReplicaSpec>;
   readonly poolRules: { readonly defaultPool: string; readonly rules: RuleSet<string> };
+  /** Derived when compiled: the pools of each model version object. */
+  readonly poolsOfVersion: ReadonlyMap<ModelVersion, readonly Pool[]>;
+  /** Derived when compiled: each pool's shared trace steps. */
+  readonly poolSteps: ReadonlyMap<Pool, PoolSteps>;
   readonly settings: RouterSettings;
 }
 

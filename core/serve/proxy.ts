@@ -3,14 +3,13 @@
 // health reports, in-flight accounting, metrics and a log line. The snapshot
 // a request starts on is the one it finishes on.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { decide, type DecideOptions, type Decision } from '../decide/decide.ts';
+import { commit, complete, type CommitHooks } from '../decide/commit.ts';
+import { decide, type Admitted, type Rejected } from '../decide/decide.ts';
 import type { DecideEnv } from '../decide/env.ts';
 import type { StrategyFault } from '../decide/replica.ts';
 import { rejection, type Rejection } from '../errors.ts';
-import { oncePer } from '../once-per.ts';
-import { requestFacts, type FactsOptions, type RequestFacts } from '../facts/request-facts.ts';
+import { requestFacts, type RequestFacts } from '../facts/request-facts.ts';
 import type { Endpoint } from '../facts/request-schemas.ts';
-import { charsPerTokenEstimator } from '../facts/tokens.ts';
 import type { OutlierScope } from '../fleet/live-fleet.ts';
 import type { UpstreamOutcome } from '../fleet/outlier.ts';
 import type { FleetView } from '../fleet/types.ts';
@@ -59,14 +58,11 @@ export interface ProxyDeps {
   onStrategyFault?(pool: Pool, strategy: string, fault: StrategyFault, detail: string): void;
 }
 
-// The facts options of a snapshot (its token estimator), made once per snapshot.
-const factsOptionsOf = oncePer((snapshot: Snapshot): FactsOptions => ({ estimator: charsPerTokenEstimator(snapshot.settings.charsPerToken), bodyValidated: true }));
-
 // Header values must be printable ASCII; reasons are for humans and may not be.
 const asciiHeader = (text: string) => text.replace(/[^\x20-\x7e]/g, '?').slice(0, 200);
 
 export function proxyHandler(deps: ProxyDeps, endpoint: Endpoint, path: string) {
-  const hooks: DecideOptions = { onFault: deps.onStrategyFault };
+  const hooks: CommitHooks = { onFault: deps.onStrategyFault };
   return async function handle(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     reply.hijack(); // we write the raw response ourselves, as bytes arrive
     const lease = deps.policy.acquire();
@@ -83,7 +79,7 @@ export function proxyHandler(deps: ProxyDeps, endpoint: Endpoint, path: string) 
 
 async function route(
   deps: ProxyDeps,
-  hooks: DecideOptions,
+  hooks: CommitHooks,
   snapshot: Snapshot,
   endpoint: Endpoint,
   path: string,
@@ -94,7 +90,7 @@ async function route(
   const res = reply.raw;
   const t0 = performance.now();
   const traced = deps.tracer ? new RequestTrace(deps.tracer, endpoint, path, request.headers, { 'switchyard.request_id': request.id }) : undefined;
-  const facts = requestFacts({ requestId: request.id, endpoint, headers: request.headers, body: request.body }, factsOptionsOf(snapshot));
+  const facts = requestFacts({ requestId: request.id, endpoint, headers: request.headers, body: request.body }, { estimator: snapshot.settings.estimator, bodyValidated: true });
   // A shared quota store may need one bounded round trip first (docs/quotas.md);
   // decide() then checks synchronously. The wait is not decision time.
   let waitedMs = 0;
@@ -104,24 +100,26 @@ async function route(
     waitedMs += performance.now() - waitStart;
     wait = quotaWait(deps.env.quota, facts, snapshot, deps.env.now());
   }
-  let decision = decide(facts, snapshot, deps.fleet, deps.env, hooks);
+  const first = decide(facts, snapshot, deps.fleet, deps.env);
+  commit(first, deps.env, hooks);
   const decided = performance.now();
   metrics.decisionSeconds.observe((decided - t0 - waitedMs) / 1000);
-  deps.decisions.add(decision);
-  if (traced) traced.decided(decision, 'code' in facts ? undefined : facts.requestedModel, 'code' in facts ? undefined : facts.conversationId, t0 + waitedMs, decided);
+  deps.decisions.add(first);
+  if (traced) traced.decided(first, 'code' in facts ? undefined : facts.requestedModel, 'code' in facts ? undefined : facts.conversationId, t0 + waitedMs, decided);
 
-  if (decision.status !== 200) {
-    if (decision.action) deps.coldLoads.trigger(decision.action.model, decision.action.url, decision.rejection?.retryAfterS ?? 60);
-    reject(deps, request, res, decision);
-    traced?.end(decision.status, 'rejected');
+  if (!first.admitted) {
+    if (first.action) deps.coldLoads.trigger(first.action.model, first.action.url, first.rejection.retryAfterS ?? 60);
+    reject(deps, request, res, first);
+    traced?.end(first.status, 'rejected');
     return;
   }
 
+  let decision: Admitted = first;
   const body = request.body as Record<string, unknown>;
   const stream = body.stream === true;
   // Serialized once, for every attempt. A copy only when the model changes.
   const upstreamBody = JSON.stringify(body.model === decision.upstreamModel ? body : { ...body, model: decision.upstreamModel });
-  const budgetKey = decision.poolRef!.key;
+  const budgetKey = decision.poolRef.key;
   deps.retryBudget.begin(budgetKey);
   let tried: Set<string> | undefined; // made on the first retry
   let retrying = false;
@@ -129,21 +127,23 @@ async function route(
   let attempts = 0;
   try {
     for (;;) {
-      result = await send(deps, snapshot, decision, path, upstreamBody, stream, request, res, retrying, traced?.attempt(decision.replica!, deps.urlOf(replicaOf(decision.poolRef!, decision.replica!)), attempts + 1, (facts as RequestFacts).maxTokens));
+      result = await send(deps, snapshot, decision, path, upstreamBody, stream, request, res, retrying, traced?.attempt(decision.replica, deps.urlOf(replicaOf(decision.poolRef, decision.replica)), attempts + 1, (facts as RequestFacts).maxTokens));
       attempts++;
       if (result.kind !== 'retryable') break;
       // Failed before the first byte: another replica, if the pool's limits allow.
-      const pool = decision.poolRef!;
+      const pool = decision.poolRef;
       const refused = attempts > pool.retries.maxRetries ? 'attempts' : deps.retryBudget.tryRetry(budgetKey, pool.retries, retrying) ? undefined : 'budget';
       if (refused) {
         metrics.retriesRefused.inc({ pool: pool.name, reason: refused });
         break;
       }
       retrying = true;
-      (tried ??= new Set()).add(decision.replica!);
-      const retry = decide(facts as RequestFacts, snapshot, deps.fleet, deps.env, { ...hooks, excludeReplicas: tried, quotaTaken: true });
+      complete(decision, false, hooks); // this attempt is over: the strategies hear so before the next one
+      (tried ??= new Set()).add(decision.replica);
+      const retry = decide(facts as RequestFacts, snapshot, deps.fleet, deps.env, { excludeReplicas: tried, quotaTaken: true });
+      commit(retry, deps.env, hooks);
       deps.decisions.add(retry);
-      if (retry.status !== 200) {
+      if (!retry.admitted) {
         // Nowhere left to go: every other replica is out or failed this request.
         metrics.retriesRefused.inc({ pool: pool.name, reason: 'no_replica' });
         const none = rejection('no_healthy_replica', `No other replica of pool ${decision.pool} could take the request after ${failureText(result)}. Retry after 2 s.`, { retryAfterS: 2 });
@@ -159,16 +159,10 @@ async function route(
   }
 
   const outcome = outcomeOf(result);
-  metrics.requests.inc({ model: decision.model!, pool: decision.pool!, outcome });
+  metrics.requests.inc({ model: decision.model, pool: decision.pool, outcome });
   if (result.kind === 'retryable') writeRejection(res, failureRejection(result), request.id);
   traced?.end(result.kind === 'done' ? result.status : result.kind === 'retryable' ? failureRejection(result).status : 499, outcome);
-  for (const slot of decision.poolRef!.chain) {
-    try {
-      slot.instance.onCompleted?.(decision.routed!, decision.replica!, outcome === 'ok');
-    } catch (error) {
-      deps.onStrategyFault?.(decision.poolRef!, slot.name, 'threw', `onCompleted: ${(error as Error)?.message}`);
-    }
-  }
+  complete(decision, outcome === 'ok', hooks);
   request.log.info(
     {
       model: `${decision.model}@${decision.version}`,
@@ -191,7 +185,7 @@ async function route(
 async function send(
   deps: ProxyDeps,
   snapshot: Snapshot,
-  decision: Decision,
+  decision: Admitted,
   path: string,
   body: string,
   stream: boolean,
@@ -200,10 +194,10 @@ async function send(
   retried: boolean,
   traced: UpstreamAttemptTrace | undefined,
 ): Promise<AttemptResult> {
-  const pool = decision.poolRef!;
-  const replica = replicaOf(pool, decision.replica!);
+  const pool = decision.poolRef;
+  const replica = replicaOf(pool, decision.replica);
   const releaseInFlight = deps.fleet.acquire(replica.id);
-  deps.metrics.decisions.inc({ pool: pool.name, replica: replica.id, strategy: decision.strategy ?? 'unknown' });
+  deps.metrics.decisions.inc({ pool: pool.name, replica: replica.id, strategy: decision.strategy });
   const started = performance.now();
   const headers = [
     'x-request-id', request.id,
@@ -254,8 +248,8 @@ async function send(
   }
 }
 
-function reject(deps: ProxyDeps, request: FastifyRequest, res: FastifyReply['raw'], decision: Decision): void {
-  const r = decision.rejection!;
+function reject(deps: ProxyDeps, request: FastifyRequest, res: FastifyReply['raw'], decision: Rejected): void {
+  const r = decision.rejection;
   deps.metrics.rejections.inc({ reason: r.code });
   deps.metrics.requests.inc({ model: decision.model ?? 'unknown', pool: decision.pool ?? 'none', outcome: 'rejected' });
   writeRejection(res, r, request.id);

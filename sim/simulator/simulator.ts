@@ -4,10 +4,11 @@
 // through the same decide() and strategy plugins as in `serve`. The same
 // seed gives the same result.
 import { join } from 'node:path';
-import { decide, type Decision, type DecideOptions } from '../../core/decide/decide.ts';
+import { commit, complete } from '../../core/decide/commit.ts';
+import { decide, type Admitted as AdmittedDecision, type Decision, type DecideOptions } from '../../core/decide/decide.ts';
 import { createEnv, type DecideEnv } from '../../core/decide/env.ts';
 import { MemoryQuotaStore } from '../../core/decide/quota.ts';
-import { sha256Hex, type RequestFacts } from '../../core/facts/request-facts.ts';
+import { requestFacts, sha256Hex, type FactsOptions } from '../../core/facts/request-facts.ts';
 import type { Pool, Snapshot } from '../../core/policy/snapshot.ts';
 import { prefixSeed, seededRandom } from '../../sdk/index.ts';
 import type { PromptBlocks } from '../engine/prompt-blocks.ts';
@@ -50,6 +51,8 @@ export interface SimOptions {
   /** Fleet samples every this many virtual ms (default 10 s). */
   readonly timelineIntervalMs?: number;
   readonly onTimeline?: (row: TimelineRow) => void;
+  /** Every decision, as it is made (tests, tools). */
+  readonly onDecision?: (decision: Decision) => void;
 }
 
 export interface TimelineRow {
@@ -121,23 +124,31 @@ class Admitted implements EngineRequest {
    * admitted request lives for seconds of virtual time, and its decision's
    * trace would survive young-generation collections with it.
    */
-  readonly decision: Pick<Decision, 'requestId' | 'tenant' | 'model' | 'adapter' | 'poolRef' | 'routed'>;
+  readonly decision: Pick<AdmittedDecision, 'requestId' | 'tenant' | 'model' | 'adapter' | 'poolRef' | 'routed' | 'replica'>;
   firstTokenAt = NaN;
 
   constructor(
     readonly sim: Simulation,
     readonly spec: SimRequestSpec,
-    decision: Decision,
+    decision: AdmittedDecision,
     readonly router: Router,
     readonly replica: SimReplica,
     readonly groups: GroupStats[],
   ) {
-    this.decision = { requestId: decision.requestId, tenant: decision.tenant, model: decision.model, adapter: decision.adapter, poolRef: decision.poolRef, routed: decision.routed };
+    this.decision = {
+      requestId: decision.requestId,
+      tenant: decision.tenant,
+      model: decision.model,
+      adapter: decision.adapter,
+      poolRef: decision.poolRef,
+      routed: decision.routed,
+      replica: decision.replica,
+    };
     this.id = decision.requestId;
     this.promptTokens = spec.promptTokens;
     this.maxTokens = spec.outputTokens;
     this.adapter = decision.adapter;
-    this.blocks = engineBlocks(spec.blocks, prefixSeed(decision.model!, decision.adapter));
+    this.blocks = engineBlocks(spec.blocks, prefixSeed(decision.model, decision.adapter));
   }
 
   onFirstToken(t: number): void {
@@ -174,6 +185,14 @@ class Simulation {
   private counter = 0;
   private firstArrivalAt = NaN;
   private lastActivityAt = 0;
+  // One request's headers and body, rewritten for each: the facts builder keeps neither.
+  private readonly headers: Record<string, string | undefined> = { 'x-conversation-id': undefined, 'x-priority': undefined, 'x-deadline-ms': undefined };
+  private readonly body: { model: string; messages: readonly { role: string; content: string }[]; max_tokens?: number; stream: true } = {
+    model: '',
+    messages: [],
+    max_tokens: undefined,
+    stream: true,
+  };
   // The current timeline interval.
   private window = { arrivals: 0, completed: 0, rejected: 0, ttftSum: 0 };
 
@@ -200,7 +219,7 @@ class Simulation {
     if (this.fleet.replicas.length === 0) throw new SimError('the policy has no replicas: there is nothing to simulate');
     if (this.fleet.replicas.every((r) => r.spec.draining)) throw new SimError('every replica of the policy is draining: nothing can take a request');
     snapshots.forEach((snap, i) => {
-      this.routers.push({ snapshot: snap, env: createEnv({ seed: `${seeds[i]}:env`, now, quota: new MemoryQuotaStore() }), view: this.fleet.views[i] });
+      this.routers.push({ snapshot: snap, env: createEnv({ seed: `${seeds[i]}:env`, now, clock: now, quota: new MemoryQuotaStore() }), view: this.fleet.views[i] });
     });
     this.routerRandom = seededRandom(`${this.seed}:routers`);
     this.singleModel = new Set(snapshot.pools.map((p) => `${p.model}@${p.version}`)).size === 1;
@@ -276,34 +295,34 @@ class Simulation {
   private arrive(spec: SimRequestSpec): void {
     this.lastActivityAt = spec.at;
     const router = this.routers.length === 1 ? this.routers[0] : this.routers[Math.floor(this.routerRandom() * this.routers.length)];
-    const facts: RequestFacts = {
-      requestId: `r${this.counter++}`,
-      endpoint: 'chat',
-      requestedModel: spec.model,
-      promptText: '',
-      promptTokens: spec.promptTokens,
-      maxTokens: spec.maxTokens,
-      messageCount: spec.messageCount,
-      hasCode: false,
-      conversationId: spec.conversationId,
-      priority: spec.priority,
-      deadlineMs: spec.deadlineMs,
-      apiKeyHash: spec.apiKeyHash,
-      stream: true,
-    };
+    // The request as a client would send it, through the same facts builder as `serve`.
+    const headers = this.headers;
+    headers['x-conversation-id'] = spec.conversationId;
+    headers['x-priority'] = spec.priority;
+    headers['x-deadline-ms'] = spec.deadlineMs === undefined ? undefined : String(spec.deadlineMs);
+    const body = this.body;
+    body.model = spec.model;
+    body.messages = messagesOf(spec.messageCount, spec.text);
+    body.max_tokens = spec.maxTokens;
+    const facts = requestFacts(
+      { requestId: `r${this.counter++}`, endpoint: 'chat', headers, body, apiKeyHash: spec.apiKeyHash, promptTokens: spec.promptTokens },
+      TRUSTED_BODY,
+    );
     // A literal, not a spread of shared defaults: spreading an object is a slow path (3% of the simulator's time).
     const options: DecideOptions = { pickBudgetMs: Infinity, blockHashes: lazyBlockIds(spec, router.snapshot.settings.prefixMaxBlocks) };
     const decision = decide(facts, router.snapshot, router.view, router.env, options);
+    commit(decision, router.env);
+    this.options.onDecision?.(decision);
     const groups = this.groupsOf(spec, decision);
     const at = spec.at;
     this.window.arrivals++;
     for (const g of groups) g.arrival(at);
 
-    if (decision.status !== 200) {
-      this.reject(spec, decision, groups, decision.rejection!.code);
+    if (!decision.admitted) {
+      this.reject(spec, decision, groups, decision.rejection.code);
       return;
     }
-    const replica = this.fleet.byId.get(decision.replica!)!;
+    const replica = this.fleet.byId.get(decision.replica)!;
     const admitted = new Admitted(this, spec, decision, router, replica, groups);
     try {
       replica.engine.submit(admitted);
@@ -322,14 +341,8 @@ class Simulation {
     this.lastActivityAt = t;
     router.view.release(replica.id);
     this.inFlight--;
-    const pool = decision.poolRef!;
-    for (const slot of pool.chain) {
-      try {
-        slot.instance.onCompleted?.(decision.routed!, replica.id, true);
-      } catch {
-        // A plugin can break only itself (as in the proxy): the request is done either way.
-      }
-    }
+    const pool = decision.poolRef;
+    complete(decision, true);
     for (const g of request.groups) g.completion(spec.at, result.firstTokenAt, t, result.promptTokens, result.cachedTokens, result.outputTokens, result.preempted);
     this.window.completed++;
     this.window.ttftSum += result.firstTokenAt - spec.at;
@@ -352,7 +365,7 @@ class Simulation {
   }
 
   private poolLabel(decision: Decision): string {
-    if (decision.poolRef) return this.poolLabels.get(decision.poolRef)!;
+    if (decision.admitted) return this.poolLabels.get(decision.poolRef)!;
     if (decision.pool === undefined) return '(no pool)';
     return this.singleModel ? decision.pool : `${decision.model}@${decision.version}/${decision.pool}`;
   }
@@ -449,6 +462,24 @@ class Simulation {
 function lazyBlockIds(spec: SimRequestSpec, limit: number): () => number[] {
   return () => rawBlockIds(spec.blocks, limit);
 }
+
+/** The simulator's bodies are its own, built valid: fastify's schema check has no counterpart here. */
+const TRUSTED_BODY: FactsOptions = Object.freeze({ bodyValidated: true });
+
+// A simulated prompt is its blocks; its messages only carry the count (and a
+// code snippet, when the workload gives one). Text-less lists are shared.
+const blankMessages: { role: string; content: string }[][] = [];
+
+function messagesOf(count: number, text: string | undefined): readonly { role: string; content: string }[] {
+  if (text !== undefined) {
+    const messages = Array.from({ length: Math.max(1, count) }, () => BLANK_MESSAGE);
+    messages[messages.length - 1] = { role: 'user', content: text };
+    return messages;
+  }
+  return (blankMessages[count] ??= Object.freeze(Array.from({ length: count }, () => BLANK_MESSAGE)) as { role: string; content: string }[]);
+}
+
+const BLANK_MESSAGE: { readonly role: string; readonly content: string } = Object.freeze({ role: 'user', content: '' });
 
 function trimZeros(list: number[]): number[] {
   let n = list.length;

@@ -42,6 +42,7 @@ export interface WorkloadSpec {
   max_tokens?: number;
   batch_fraction?: number;
   deadline_ms?: number;
+  code_fraction?: number;
   sessions?: {
     fraction?: number;
     turns?: DistributionSpec;

@@ -18,6 +18,9 @@ export interface ResolvedTenant {
   readonly adapters?: AdapterMixSpec;
 }
 
+/** What a request with code says (code_fraction): enough for the router's code detection. */
+export const CODE_SNIPPET = 'Why does this fail?\n```python\ndef total(items):\n    return sum(i.price for i in items)\n```';
+
 /** The least a user message adds to a system prompt, in tokens. */
 const MIN_USER_TOKENS = BLOCK_TOKENS;
 
@@ -50,6 +53,8 @@ export class SyntheticSource implements RequestSource {
   private readonly rLength: Random;
   private readonly rSession: Random;
   private readonly rMix: Random;
+  /** Its own stream, drawn only when code_fraction > 0: workloads without code keep their draws. */
+  private readonly rCode: Random;
   private readonly salt: number;
 
   private readonly prompt: Sampler;
@@ -85,6 +90,7 @@ export class SyntheticSource implements RequestSource {
     this.rLength = seededRandom(`${seed}:lengths`);
     this.rSession = seededRandom(`${seed}:sessions`);
     this.rMix = seededRandom(`${seed}:mix`);
+    this.rCode = seededRandom(`${seed}:code`);
     this.salt = seededRandom(`${seed}:blocks`)() * 0x1_0000_0000;
 
     this.prompt = sampler(spec.prompt_tokens ?? AZURE_CONVERSATION.prompt, true);
@@ -240,6 +246,7 @@ export class SyntheticSource implements RequestSource {
     const shared = systemBlocks < full ? systemBlocks : full;
     addRun(blocks, systemBase, 0, shared);
     addRun(blocks, blockBase, shared, full);
+    const codeFraction = this.spec.code_fraction ?? 0;
     return {
       at,
       model,
@@ -251,6 +258,7 @@ export class SyntheticSource implements RequestSource {
       outputTokens,
       maxTokens: this.spec.max_tokens ?? outputTokens,
       messageCount,
+      text: codeFraction > 0 && this.rCode() < codeFraction ? CODE_SNIPPET : undefined,
       blocks,
       klass,
       turn,

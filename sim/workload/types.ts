@@ -38,6 +38,11 @@ export interface SimRequestSpec {
   /** The client's max_tokens (undefined: the router assumes its default). */
   readonly maxTokens?: number;
   readonly messageCount: number;
+  /**
+   * The last message's text when the workload gives one (code_fraction); a
+   * simulated prompt is otherwise described by its blocks alone.
+   */
+  readonly text?: string;
   /** The prompt's full blocks as runs of raw block ids (the router and the engine chain them). */
   readonly blocks: BlockRuns;
   /** A label for grouping results: standard, long-context, trace. */

@@ -106,7 +106,7 @@ test('property: any JSON body and headers yield a decision with a status, never 
       fc.dictionary(fc.constantFrom('authorization', 'x-priority', 'x-deadline-ms', 'x-conversation-id'), fc.string()),
       (endpoint, body, headers) => {
         const d = decide(requestFacts({ requestId: 'p', endpoint, headers, body }), policy, new ManualFleet(), env);
-        return [200, 400, 401, 403, 404, 429, 503].includes(d.status) && (d.status === 200) === (d.rejection === undefined);
+        return [200, 400, 401, 403, 404, 429, 503].includes(d.status) && (d.status === 200) === d.admitted;
       },
     ),
     { numRuns: 2000 },

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { chooseVersion } from '../../core/decide/model.ts';
-import { bundledPolicy, route } from '../helpers/core.ts';
+import { admitted, bundledPolicy, rejected, route } from '../helpers/core.ts';
 
 const policy = bundledPolicy();
 
@@ -29,10 +29,10 @@ for (const row of table) {
     const d = route(policy, row.req);
     assert.equal(d.status, row.status, d.reason);
     if (row.model) assert.equal(d.model, row.model);
-    if (row.code) assert.equal(d.rejection?.code, row.code);
+    if (row.code) assert.equal(rejected(d).rejection.code, row.code);
     if ('adapter' in row) {
       assert.equal(d.adapter, row.adapter);
-      assert.equal(d.upstreamModel, row.adapter, 'LoRA requests name the adapter upstream (vLLM convention)');
+      assert.equal(admitted(d).upstreamModel, row.adapter, 'LoRA requests name the adapter upstream (vLLM convention)');
     }
   });
 }

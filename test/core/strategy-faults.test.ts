@@ -2,14 +2,13 @@
 // skip that strategy; the request goes on (DESIGN.md, invariant 4).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { decide } from '../../core/decide/decide.ts';
 import { createEnv } from '../../core/decide/env.ts';
 import { BUILTIN_STRATEGIES } from '../../core/plugins/builtins.ts';
 import { registryOf } from '../../core/plugins/registry.ts';
 import { buildSnapshot } from '../../core/policy/load.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import type { StrategyDefinition } from '../../sdk/index.ts';
-import { facts, ManualFleet } from '../helpers/core.ts';
+import { ManualFleet, routeAdmitted } from '../helpers/core.ts';
 
 const behaving = (name: string, pick: StrategyDefinition['create']): StrategyDefinition => ({ name, version: '1.0.0', sdk: '^1', create: pick });
 const thrower = behaving('thrower', () => ({ pick: () => { throw new Error('boom'); } }));
@@ -39,7 +38,7 @@ function policyWith(chain: string[]) {
 test('a strategy that throws or answers a replica it was not given is skipped; the request goes on', () => {
   const faults: string[] = [];
   const policy = policyWith(['thrower', 'liar', 'least-load']);
-  const d = decide(facts({ model: 'm' }), policy, new ManualFleet(), createEnv(), { onFault: (_p, strategy, fault) => faults.push(`${strategy}:${fault}`) });
+  const d = routeAdmitted(policy, { model: 'm' }, new ManualFleet(), createEnv(), {}, { onFault: (_p, strategy, fault) => faults.push(`${strategy}:${fault}`) });
   assert.equal(d.status, 200);
   assert.equal(d.strategy, 'least-load');
   assert.deepEqual(faults, ['thrower:threw', 'liar:bad_answer']);
@@ -51,7 +50,8 @@ test('a strategy that throws or answers a replica it was not given is skipped; t
 test('a strategy that keeps overrunning its 1 ms budget is suspended; one overrun alone does not change the route', () => {
   const faults: string[] = [];
   const policy = policyWith(['sluggish', 'round-robin']);
-  const route = () => decide(facts({ model: 'm' }), policy, new ManualFleet(), createEnv(), { onFault: (_p, strategy, fault, detail) => faults.push(`${strategy}:${fault}:${detail}`) });
+  const route = () =>
+    routeAdmitted(policy, { model: 'm' }, new ManualFleet(), createEnv(), { pickBudgetMs: 1 }, { onFault: (_p, strategy, fault, detail) => faults.push(`${strategy}:${fault}:${detail}`) });
   for (let i = 0; i < 10; i++) route(); // warm-up picks (JIT) are not held against a strategy
   assert.equal(faults.length, 0);
   assert.equal(route().strategy, 'sluggish', 'first overrun: answer kept, overrun reported');

@@ -1,6 +1,8 @@
 // Shared test helpers: the bundled policy, requests as a client sends them,
 // and a fleet whose signals a test sets by hand.
-import { decide, type Decision, type DecideOptions } from '../../core/decide/decide.ts';
+import assert from 'node:assert/strict';
+import { commit, type CommitHooks } from '../../core/decide/commit.ts';
+import { decide, type Admitted, type Decision, type DecideOptions, type Rejected } from '../../core/decide/decide.ts';
 import { createEnv, type DecideEnv } from '../../core/decide/env.ts';
 import { requestFacts } from '../../core/facts/request-facts.ts';
 import type { Endpoint } from '../../core/facts/request-schemas.ts';
@@ -81,10 +83,28 @@ export function route(
   fleet: FleetView = new ManualFleet(),
   env: DecideEnv = createEnv({ now: () => 0 }),
   options: DecideOptions = {},
+  hooks?: CommitHooks,
 ): Decision {
   // The pick budget is wall-clock: a GC pause on a busy CI machine could trip
   // it and make an exact-outcome test flaky. Budget overruns have their own test.
-  return decide(facts(r), snapshot, fleet, env, { pickBudgetMs: 1000, ...options });
+  const decision = decide(facts(r), snapshot, fleet, env, { pickBudgetMs: 1000, ...options });
+  commit(decision, env, hooks); // as the router does: quota taken, strategies told
+  return decision;
+}
+
+/** route(), for a request the test expects admitted. */
+export function routeAdmitted(...args: Parameters<typeof route>): Admitted {
+  return admitted(route(...args));
+}
+
+export function admitted(decision: Decision): Admitted {
+  assert.ok(decision.admitted, `expected admitted, got ${decision.status}: ${decision.reason}`);
+  return decision;
+}
+
+export function rejected(decision: Decision): Rejected {
+  assert.ok(!decision.admitted, `expected a rejection, got ${decision.reason}`);
+  return decision;
 }
 
 /** A long prompt of about `tokens` tokens at 4 characters a token. */

@@ -3,6 +3,9 @@
 // created only once the whole policy is known to be valid.
 import { DEFAULT_LOAD_SCORE_WEIGHTS, seededRandom, type Logger } from '../../../sdk/index.ts';
 import { OUTLIER_DEFAULTS } from '../../fleet/outlier.ts';
+import { PickBudget } from '../../decide/budget.ts';
+import { CandidateCache } from '../../decide/candidates.ts';
+import { replicaCapacity } from '../../decide/derived.ts';
 import { configValidator } from '../../plugins/config.ts';
 import { versionKey, type Pool, type ReplicaSpec, type Snapshot, type StrategySlot } from '../snapshot.ts';
 import type { PolicySource } from '../source.ts';
@@ -79,6 +82,7 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
           maxNumSeqs: r.max_num_seqs,
           maxQueue: r.max_queue,
           draining: r.draining,
+          capacity: replicaCapacity({ maxLoras: r.max_loras, maxNumSeqs: r.max_num_seqs, maxQueue: r.max_queue }),
         };
         replicas.set(r.id, replica);
         poolReplicas.push(replica);
@@ -102,6 +106,7 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
         maxModelLen: p.limits?.max_model_len,
         replicas: poolReplicas,
         chain: [],
+        candidateCache: new CandidateCache(poolReplicas.length),
         saturation: { kvUsage: saturation.kv_usage, queueDepth: saturation.queue_depth },
         capacity: { queueDepth: capacity.queue_depth, retryAfterS: capacity.retry_after_s },
         weights: {
@@ -204,7 +209,7 @@ export function createStrategies(ctx: CompileContext, { drafts, pending }: PoolD
           previousState: carryOver,
         });
         created.push({ instance, tookState: carryOver !== undefined });
-        chain.push({ name, definition, instance });
+        chain.push({ name, definition, instance, budget: new PickBudget() });
       } catch (error) {
         ctx.report(source, at, `${ctx.strategyLabel(name)}: create() threw: ${(error as Error)?.message ?? String(error)}`);
       }

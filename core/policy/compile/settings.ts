@@ -1,5 +1,6 @@
 // Router settings (kind: settings): at most one document; defaults otherwise.
 import { dirname, resolve } from 'node:path';
+import { charsPerTokenEstimator } from '../../facts/tokens.ts';
 import type { QuotaStoreSettings, RouterSettings } from '../snapshot.ts';
 import type { CompileContext } from './context.ts';
 
@@ -23,6 +24,7 @@ const SETTINGS_DEFAULTS: RouterSettings = {
   bodyLimitBytes: 8 * 1024 * 1024,
   pluginDirs: [],
   quotaStore: QUOTA_STORE_DEFAULTS,
+  estimator: charsPerTokenEstimator(4),
 };
 
 export function compileSettings(ctx: CompileContext): RouterSettings {
@@ -41,6 +43,7 @@ export function compileSettings(ctx: CompileContext): RouterSettings {
     prefixMaxBlocks: doc.prefix_max_blocks,
     bodyLimitBytes: doc.body_limit_bytes,
     pluginDirs: doc.plugin_dirs.map((dir: string) => resolve(base, dir)),
+    estimator: charsPerTokenEstimator(doc.chars_per_token),
     quotaStore: quotaStoreSettings(doc.quota_store),
   };
 }

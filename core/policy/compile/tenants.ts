@@ -1,5 +1,6 @@
 // Tenants (kind: tenants): key hashes, allowed models, adapters, quotas.
 import type { Priority } from '../../../sdk/index.ts';
+import { tenantSteps } from '../../decide/derived.ts';
 import type { AliasEntry, Tenant, TenantAdapter } from '../snapshot.ts';
 import type { PolicySource } from '../source.ts';
 import { unknown, type CompileContext, type Doc } from './context.ts';
@@ -54,6 +55,8 @@ export function compileTenants(ctx: CompileContext, { models, unknownModel }: Co
         defaultAdapters,
         quotas: { requestsPerMinute: t.quotas?.requests_per_minute, tokensPerMinute: t.quotas?.tokens_per_minute },
         defaultPriority: t.default_priority as Priority,
+        steps: tenantSteps(t.id, t.tier),
+        plainChoices: new Map(), // filled once the snapshot is whole (compile.ts)
       };
       tenantsById.set(t.id, tenant);
       t.api_key_sha256.forEach((hash: string, j: number) => {

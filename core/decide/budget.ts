@@ -1,0 +1,46 @@
+// A strategy's pick budget: how its picks compare with the wall-clock budget
+// of one pick. decide() only reads it (is the strategy suspended; would this
+// overrun suspend it); commit() counts each pick into it. One per strategy
+// slot, made when the snapshot is compiled.
+//
+// The budget is wall-clock, so one GC pause or a descheduled process can
+// overrun it through no fault of the strategy; discarding that answer would
+// only make routing flap. A strategy that overruns repeatedly (3 times in
+// its last 100 picks) is slow for real: it is skipped for 10 s, then tried
+// again. Every overrun after an instance's first few picks is reported.
+const OVERRUNS_TO_SUSPEND = 3;
+/** A fresh instance's first picks include compiling it (JIT): they are not held against it. */
+const WARMUP_PICKS = 10;
+const OVERRUN_WINDOW_PICKS = 100;
+export const SUSPENSION_MS = 10_000;
+
+export class PickBudget {
+  private picks = 0;
+  private overrunsAt: number[] = [];
+  /** On the monotonic clock of DecideEnv. */
+  suspendedUntil = 0;
+
+  /** Would a pick that took `elapsedMs` now suspend the strategy? Changes nothing. */
+  wouldSuspend(elapsedMs: number, budgetMs: number): boolean {
+    if (!(elapsedMs > budgetMs) || this.picks + 1 <= WARMUP_PICKS) return false;
+    const pick = this.picks + 1;
+    let recent = 1;
+    for (const at of this.overrunsAt) if (at > pick - OVERRUN_WINDOW_PICKS) recent++;
+    return recent >= OVERRUNS_TO_SUSPEND;
+  }
+
+  /** Counts one pick; an overrun returns what to report, else undefined. */
+  count(elapsedMs: number, budgetMs: number, clock: () => number): string | undefined {
+    this.picks++;
+    if (!(elapsedMs > budgetMs) || this.picks <= WARMUP_PICKS) return undefined;
+    const pick = this.picks;
+    this.overrunsAt = this.overrunsAt.filter((at) => at > pick - OVERRUN_WINDOW_PICKS);
+    this.overrunsAt.push(pick);
+    const suspend = this.overrunsAt.length >= OVERRUNS_TO_SUSPEND;
+    if (suspend) {
+      this.suspendedUntil = clock() + SUSPENSION_MS;
+      this.overrunsAt = [];
+    }
+    return `pick took ${elapsedMs.toFixed(2)} ms (budget ${budgetMs} ms)${suspend ? `; suspended for ${SUSPENSION_MS / 1000} s` : ''}`;
+  }
+}

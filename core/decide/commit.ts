@@ -1,0 +1,58 @@
+// What follows a decision, kept out of decide() so that deciding stays pure:
+// commit() takes the admitted request's quota, counts the strategies' pick
+// times against their budgets, reports their faults and tells them where the
+// request went (onRouted); complete() tells them how it ended (onCompleted).
+// The proxy and the simulator both call this pair, and nothing else touches
+// quota, budgets or strategy hooks.
+import type { Pool } from '../policy/snapshot.ts';
+import type { Admitted, Decision } from './decision.ts';
+import type { DecideEnv } from './env.ts';
+import type { StrategyFault } from './replica.ts';
+
+export interface CommitHooks {
+  /** A strategy misbehaved; the request went on without it. */
+  onFault?(pool: Pool, strategy: string, fault: StrategyFault, detail: string): void;
+}
+
+const NO_HOOKS: CommitHooks = Object.freeze({});
+
+/**
+ * Applies a decision: for any decision whose strategy chain ran, its budgets
+ * and faults; for an admitted one, its quota and onRouted. Call it once per
+ * decide(), right after it (no await between: the quota decide() saw is the
+ * quota taken).
+ */
+export function commit(decision: Decision, env: DecideEnv, hooks: CommitHooks = NO_HOOKS): void {
+  const run = decision.chain;
+  const pool = decision.poolRef;
+  if (run && pool) {
+    const { pickMs, budgetMs } = run;
+    for (const incident of run.incidents) hooks.onFault?.(pool, incident.strategy, incident.fault, incident.detail);
+    for (let i = 0; i < pickMs.length; i++) {
+      const elapsed = pickMs[i];
+      if (Number.isNaN(elapsed)) continue;
+      const overrun = pool.chain[i].budget.count(elapsed, budgetMs, env.clock);
+      if (overrun) hooks.onFault?.(pool, pool.chain[i].name, 'over_budget', overrun);
+    }
+  }
+  if (!decision.admitted) return;
+  if (decision.charge) env.quota.take(decision.tenant, decision.charge, decision.tenantRef.quotas, env.now());
+  for (const slot of decision.poolRef.chain) {
+    try {
+      slot.instance.onRouted?.(decision.routed, decision.replica);
+    } catch (error) {
+      hooks.onFault?.(decision.poolRef, slot.name, 'threw', `onRouted: ${(error as Error)?.message ?? String(error)}`);
+    }
+  }
+}
+
+/** The request sent on `decision` has ended: `ok` when the replica answered it successfully. */
+export function complete(decision: Pick<Admitted, 'poolRef' | 'routed' | 'replica'>, ok: boolean, hooks: CommitHooks = NO_HOOKS): void {
+  for (const slot of decision.poolRef.chain) {
+    try {
+      slot.instance.onCompleted?.(decision.routed, decision.replica, ok);
+    } catch (error) {
+      hooks.onFault?.(decision.poolRef, slot.name, 'threw', `onCompleted: ${(error as Error)?.message ?? String(error)}`);
+    }
+  }
+}
