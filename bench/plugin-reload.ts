@@ -20,7 +20,7 @@ if (!gc) {
 const RELOADS = Number(process.argv[2] ?? 200);
 const work = mkdtempSync(join(tmpdir(), 'switchyard-bench-'));
 const example = readFileSync(new URL('../examples/plugins/least-kv.ts', import.meta.url), 'utf8').replace("from '../../sdk/index.ts'", "from '@switchyard/sdk'");
-// A large plugin: a 200 KB lookup table in the module (the DESIGN.md case).
+// A large plugin: a 200 KB lookup table in the module (docs/plugins.md, "Memory per reload").
 const large = `${example}\nexport const TABLE = ${JSON.stringify(Array.from({ length: 20_000 }, (_, i) => `k${i}`))};\n`;
 
 function memory(): { heap: number; rss: number } {

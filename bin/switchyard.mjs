@@ -1,10 +1,15 @@
 #!/usr/bin/env node
-// The `switchyard` command. Sources are TypeScript, compiled on load by tsx:
-// no build step between a checkout and a running router.
-import { register } from 'tsx/esm/api';
+// The `switchyard` command: runs the compiled JavaScript in dist/ (built by
+// `npm ci` through the `prepare` script, or `npm run build`). No TypeScript
+// at run time: production needs neither tsx nor a compiler.
+import { existsSync } from 'node:fs';
 
-register();
-const { main } = await import('../cli/main.ts');
+const entry = new URL('../dist/cli/main.js', import.meta.url);
+if (!existsSync(entry)) {
+  console.error('switchyard: dist/ is missing; run `npm run build` (or `npm ci`) in the Switchyard checkout first');
+  process.exit(1);
+}
+const { main } = await import(entry.href);
 const code = await main(process.argv.slice(2));
 // Long-running commands (serve, emulate) return once they have shut down:
 // exit now rather than wait on whatever handle a library left behind.

@@ -1,7 +1,8 @@
-// `switchyard experiment NAME --out DIR`: one of the reference text's
-// experiments B–F in the simulator, written as CSV, SVG plots and a summary.
+// `switchyard experiment NAME --out DIR`: one of the experiments B–F
+// (docs/experiments.md) in the simulator, written as CSV, SVG plots and a summary.
 import { parseArgs } from 'node:util';
 import { writeReport } from '../sim/experiments/experiment.ts';
+import { loadPlotter } from '../sim/experiments/plot.ts';
 import { EXPERIMENTS, experimentNamed } from '../sim/experiments/registry.ts';
 import { SimError } from '../sim/simulator/errors.ts';
 import { UsageError } from './usage.ts';
@@ -37,6 +38,14 @@ export async function runExperiment(argv: string[]): Promise<number> {
   if (!Number.isInteger(seed)) throw new UsageError(`--seed must be an integer, not "${values.seed}"`);
   const scale = Number(values.scale);
   if (!(scale > 0)) throw new UsageError(`--scale must be a positive number, not "${values.scale}"`);
+  // Before minutes of simulation, not after: the plots' packages are there.
+  try {
+    await loadPlotter();
+  } catch (error) {
+    if (!(error instanceof SimError)) throw error;
+    console.error(`experiment: ${error.message}`);
+    return 1;
+  }
 
   for (const experiment of chosen as typeof EXPERIMENTS) {
     console.log(`${experiment.letter}. ${experiment.title} (${experiment.name})`);

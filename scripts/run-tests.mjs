@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 // Runs every test/**/*.test.ts (and the examples' tests) with node's test runner (through tsx), and
 // fails when no test ran: Node 20 can't take a quoted glob, and a runner that
-// finds nothing would otherwise exit 0.
+// finds nothing would otherwise exit 0. Builds dist/ first (about a second):
+// the tests that spawn `bin/switchyard.mjs` run the compiled JavaScript, as production does.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { buildDist } from './build.mjs';
 
 const root = new URL('..', import.meta.url).pathname;
 const filters = process.argv.slice(2);
@@ -26,6 +28,8 @@ if (files.length === 0) {
   console.error('run-tests: no test files matched');
   process.exit(1);
 }
+
+await buildDist({ quiet: true });
 
 mkdirSync(join(root, '.test-results'), { recursive: true });
 // One file per run: two runs at once must not read each other's counts.

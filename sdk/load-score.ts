@@ -1,10 +1,10 @@
 import type { Candidate, LoadScoreWeights } from './types.ts';
 
-/** Section 4's weights: KV usage dominates. */
+/** The default weights: KV usage dominates (docs/design.md, "The plugin contract"). */
 export const DEFAULT_LOAD_SCORE_WEIGHTS: LoadScoreWeights = { kvUsage: 0.6, queue: 0.3, running: 0.1 };
 
 /**
- * The reference text's load score, lower is better:
+ * The load score, lower is better:
  * w.kv·kvUsage + w.queue·queueDepth/maxQueue + w.running·running/maxBatch.
  */
 export function loadScore(candidate: Candidate, weights: LoadScoreWeights = DEFAULT_LOAD_SCORE_WEIGHTS): number {

@@ -70,7 +70,7 @@ export interface ReplicaCapacity {
   readonly maxQueue: number;
 }
 
-/** Weights of the load score (reference text, section 4). */
+/** Weights of the load score: 0.6 / 0.3 / 0.1 by default (`DEFAULT_LOAD_SCORE_WEIGHTS`). */
 export interface LoadScoreWeights {
   readonly kvUsage: number;
   readonly queue: number;
@@ -85,7 +85,7 @@ export interface Alternative {
 }
 
 /** A strategy's answer: the replica it picks, why, and what else it weighed. */
-export interface Pick {
+export interface ReplicaPick {
   readonly replica: string;
   readonly reason: string;
   readonly alternatives?: readonly Alternative[];
@@ -97,7 +97,7 @@ export interface Pass {
   readonly reason: string;
 }
 
-export type PickResult = Pick | Pass | null | undefined;
+export type PickResult = ReplicaPick | Pass | null | undefined;
 
 export interface Logger {
   info(message: string, fields?: Record<string, unknown>): void;
@@ -113,7 +113,7 @@ export interface StrategyContext {
   readonly log: Logger;
   /** The pool this instance serves. */
   readonly pool: string;
-  /** The pool's load-score weights (section 4's 0.6 / 0.3 / 0.1 unless the policy says otherwise). */
+  /** The pool's load-score weights (0.6 / 0.3 / 0.1 unless the policy says otherwise). */
   readonly loadScoreWeights: LoadScoreWeights;
   /** State handed over by the instance this one replaces on a reload (see `exportState`). */
   readonly previousState?: unknown;

@@ -15,7 +15,7 @@ import { basename, dirname, extname, join, relative, resolve, sep } from 'node:p
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build, type BuildFailure, type Message, type Plugin } from 'esbuild';
 import { SDK_VERSION } from '../../sdk/types.ts';
-import { definitionProblems, sdkRangeProblem } from '../../sdk/testkit/definition.ts';
+import { definitionProblems, sdkRangeProblem } from '../../sdk/definition-checks.ts';
 import { BUILTIN_STRATEGIES } from './builtins.ts';
 import { configValidator } from './config.ts';
 import { registryOf, type AnyStrategy, type StrategyRegistry } from './registry.ts';
@@ -25,7 +25,8 @@ import { type PolicyProblem, displayPath } from '../diagnostics/problem.ts';
 const PLUGIN_FILE = /^[^._].*\.(m?ts|m?js)$/;
 const NOT_A_PLUGIN = /(\.d\.m?ts|\.(test|spec)\.m?[tj]s)$/;
 
-const SDK_ENTRY = fileURLToPath(new URL('../../sdk/index.ts', import.meta.url));
+// This router's SDK, beside this file: the sources (.ts) in a checkout, the compiled .js in dist/.
+const SDK_ENTRY = fileURLToPath(new URL(`../../sdk/index${extname(fileURLToPath(import.meta.url))}`, import.meta.url));
 
 export interface LoadedPlugin {
   readonly name: string;

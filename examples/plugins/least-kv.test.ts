@@ -3,19 +3,18 @@
 // Run: node --import tsx --test examples/plugins/least-kv.test.ts
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { assertConformance, context, fleet, request, resolveConfig } from '../../sdk/testkit/index.ts';
-import type { Pick } from '../../sdk/types.ts';
+import { assertConformance, context, expectPick, fleet, request, resolveConfig } from '../../sdk/testkit/index.ts';
 import leastKv from './least-kv.ts';
 
-const create = (config = {}, ctx = context()) => leastKv.create(resolveConfig(leastKv, config).config as never, ctx);
+const create = (config = {}, ctx = context()) => leastKv.create(resolveConfig(leastKv, config).config, ctx);
 
 test('least-kv passes the conformance suite', () => {
   assertConformance(leastKv);
 });
 
 test('picks the replica with the most free KV cache', () => {
-  const result = create().pick(request(), fleet(3, (i) => ({ kvUsage: [0.7, 0.2, 0.5][i] }))) as Pick;
-  assert.equal(result.replica, 'r1');
+  const result = create().pick(request(), fleet(3, (i) => ({ kvUsage: [0.7, 0.2, 0.5][i] })));
+  assert.equal(expectPick(result).replica, 'r1');
 });
 
 test('counts requests it sent since the last scrape: no herding on one stale "emptiest" replica', () => {
@@ -25,7 +24,7 @@ test('counts requests it sent since the last scrape: no herding on one stale "em
   const replicas = fleet(2, (i) => ({ kvUsage: [0.3, 0.36][i], signals: { ageMs: 1000 } }));
   const picks = [];
   for (let n = 0; n < 4; n++) {
-    const { replica } = strategy.pick(request(), replicas) as Pick;
+    const { replica } = expectPick(strategy.pick(request(), replicas));
     strategy.onRouted?.(request(), replica);
     picks.push(replica);
     ctx.advance(10);
@@ -44,5 +43,5 @@ test('what it sent carries over to the instance that replaces it on a reload', (
   old.onRouted?.(request(), 'r0');
   const successor = create({ per_request_kv: 0.5 }, context({ previousState: old.exportState?.() }));
   const replicas = fleet(2, (i) => ({ kvUsage: [0.1, 0.2][i], signals: { ageMs: Infinity } }));
-  assert.equal((successor.pick(request(), replicas) as Pick).replica, 'r1', 'r0 has a request in flight the scrape has not shown');
+  assert.equal(expectPick(successor.pick(request(), replicas)).replica, 'r1', 'r0 has a request in flight the scrape has not shown');
 });

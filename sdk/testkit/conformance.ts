@@ -6,8 +6,8 @@ import { Ajv } from 'ajv';
 import { leastLoaded } from '../load-score.ts';
 import { chainBlockHashes, prefixSeed } from '../prefix.ts';
 import { seededRandom } from '../random.ts';
-import { isPass, type Candidate, type PickResult, type RoutedRequest, type StrategyDefinition, type StrategyInstance } from '../types.ts';
-import { definitionProblems, sdkRangeProblem } from './definition.ts';
+import { isPass, type Candidate, type PickResult, type ReplicaPick, type RoutedRequest, type StrategyDefinition, type StrategyInstance } from '../types.ts';
+import { definitionProblems, sdkRangeProblem } from '../definition-checks.ts';
 import { candidate, context, request, type TestContext } from './fixtures.ts';
 
 export type ConformanceCheck =
@@ -115,7 +115,14 @@ export function runConformance(definition: StrategyDefinition<any>, options: Con
   const timed = make(context({ seed }));
   if (timed) {
     const budgetMs = options.budgetMs ?? 1;
-    const timing = safely(() => measurePickTime(timed, { picks: options.budgetPicks, percentile: options.budgetPercentile }), (error) => fail('budget', `timing run threw: ${messageOf(error)}`));
+    const measure = () => safely(() => measurePickTime(timed, { picks: options.budgetPicks, percentile: options.budgetPercentile }), (error) => fail('budget', `timing run threw: ${messageOf(error)}`));
+    let timing = measure();
+    // A busy machine (descheduling, another process's burst) slows the tail, a
+    // slow strategy its median: with a fast median, two more rounds, the best counts.
+    for (let round = 1; round < 3 && timing && timing.atPercentile > budgetMs && timing.p50 < budgetMs / 4; round++) {
+      const again = measure();
+      if (again && again.atPercentile < timing.atPercentile) timing = again;
+    }
     if (timing && timing.atPercentile > budgetMs) {
       fail('budget', `p${timing.percentile} pick time ${timing.atPercentile.toFixed(3)} ms is over the ${budgetMs} ms budget (p50 ${timing.p50.toFixed(3)} ms, max ${timing.max.toFixed(3)} ms over ${timing.picks} picks of 16 candidates)`);
     }
@@ -163,11 +170,28 @@ export function assertConformance(definition: StrategyDefinition<any>, options: 
 }
 
 /**
+ * The replica pick in what `pick()` returned: an AssertionError when the
+ * strategy passed or returned nothing. For tests: `expectPick(result).replica`.
+ */
+export function expectPick(result: PickResult): ReplicaPick {
+  if (result != null && !isPass(result) && typeof result.replica === 'string') return result;
+  throw new AssertionError({
+    message: result == null ? `the strategy returned ${result}, not a pick` : isPass(result) ? `the strategy passed: ${result.reason}` : 'the strategy returned no replica',
+    actual: result,
+    expected: 'a pick { replica, reason }',
+    operator: 'expectPick',
+  });
+}
+
+/**
  * The strategy's config with its schema's defaults filled in, validated as the
  * router validates it (ajv, defaults on, all errors).
  */
-export function resolveConfig(definition: StrategyDefinition<any>, config: Record<string, unknown> = {}): { config: Record<string, unknown>; problems: string[] } {
-  const filled = structuredClone(config);
+export function resolveConfig<Config>(
+  definition: StrategyDefinition<Config>,
+  config: Partial<Config> | Record<string, unknown> = {},
+): { config: Config; problems: string[] } {
+  const filled = structuredClone(config) as Config & Record<string, unknown>;
   if (!definition.configSchema) return { config: filled, problems: [] };
   let validate;
   try {

@@ -59,7 +59,7 @@ export function fleet(n: number, overrides: CandidateInit | ((index: number) => 
 }
 
 /** A request as a strategy sees it; `prompt` fills prefixHashes the way the router does. */
-export interface RequestInit extends Partial<RoutedRequest> {
+export interface TestRequest extends Partial<RoutedRequest> {
   readonly prompt?: string;
   /** Characters per prefix block (the router's prefix_block_chars, 64 by default). */
   readonly blockChars?: number;
@@ -67,7 +67,7 @@ export interface RequestInit extends Partial<RoutedRequest> {
 
 let requestCount = 0;
 
-export function request(init: RequestInit = {}): RoutedRequest {
+export function request(init: TestRequest = {}): RoutedRequest {
   const { prompt, blockChars, ...fields } = init;
   const model = fields.model ?? 'test-model';
   return {

@@ -1,9 +1,10 @@
 // @switchyard/sdk/testkit: fake fleets and requests in a line each, a
 // strategy context with a seeded random source and a clock the test moves,
 // and the conformance suite every strategy, built-in or not, must pass.
-export { candidate, context, fleet, request, type CandidateInit, type ContextInit, type LogLine, type RequestInit, type TestContext } from './fixtures.ts';
+export { candidate, context, fleet, request, type CandidateInit, type ContextInit, type LogLine, type TestRequest, type TestContext } from './fixtures.ts';
 export {
   assertConformance,
+  expectPick,
   measurePickTime,
   resolveConfig,
   runConformance,
@@ -12,4 +13,3 @@ export {
   type ConformanceOptions,
   type PickTiming,
 } from './conformance.ts';
-export { definitionProblems, sdkRangeProblem } from './definition.ts';

@@ -32,7 +32,7 @@ export interface Experiment {
   readonly name: string;
   /** Former names, still accepted by `switchyard experiment`. */
   readonly aliases?: readonly string[];
-  /** The reference text's letter (section 11). */
+  /** The experiment's letter in docs/experiments.md. */
   readonly letter: string;
   readonly title: string;
   run(options: ExperimentOptions): ExperimentReport;

@@ -1,5 +1,5 @@
 // A plugin can slow or break only itself: throws, bad answers and overruns
-// skip that strategy; the request goes on (DESIGN.md, invariant 4).
+// skip that strategy; the request goes on (docs/design.md, "The plugin contract").
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createEnv } from '../../core/decide/env.ts';

@@ -6,8 +6,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { listPluginFiles, PluginLoader } from '../../core/plugins/loader.ts';
 import { loadPolicy } from '../../core/policy/load.ts';
-import { fleet, request } from '../../sdk/testkit/index.ts';
-import type { Pick } from '../../sdk/types.ts';
+import { context, expectPick, fleet, request } from '../../sdk/testkit/index.ts';
 import { cleanup, pluginSource, tempDir, write, writePolicy } from './fixtures.ts';
 import { formatProblem } from '../../core/diagnostics/problem.ts';
 
@@ -43,7 +42,7 @@ export default {
   assert.equal(set.registry.originOf?.('typed'), set.plugins.find((p) => p.name === 'typed')!.file);
   assert.equal(set.registry.originOf?.('power-of-two'), undefined);
   const typed = set.registry.get('typed')!;
-  const pick = typed.create({}, { loadScoreWeights: { kvUsage: 0.6, queue: 0.3, running: 0.1 } } as never).pick(request(), fleet(2, { kvUsage: 0.5 })) as Pick;
+  const pick = expectPick(typed.create({}, context()).pick(request(), fleet(2, { kvUsage: 0.5 })));
   assert.equal(pick.replica, 'r0');
   assert.equal(pick.reason, 'score 0.3');
 });

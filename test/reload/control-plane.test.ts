@@ -1,4 +1,4 @@
-// The routing table from a control plane (reference text, section 6): polled
+// The routing table from a control plane (docs/hot-reload.md): polled
 // with ETag, last good table kept through outages and bad answers, saved to
 // disk for a restart during an outage. Against a real HTTP server on loopback.
 import assert from 'node:assert/strict';

@@ -9,7 +9,7 @@ import { PolicyStore, type PolicyStoreOptions } from '../../core/policy/store.ts
 import type { ServedPolicy } from '../../core/serve/server.ts';
 import { chainBlockHashes } from '../../sdk/prefix.ts';
 import { fleet, request } from '../../sdk/testkit/index.ts';
-import type { Pick } from '../../sdk/types.ts';
+import type { ReplicaPick } from '../../sdk/types.ts';
 import { cleanup, pluginSource, poolsYaml, tempDir, write, writePolicy } from '../plugins/fixtures.ts';
 import { countingStrategy, recordOutcomes, type Ledger } from './helpers.ts';
 import { PolicyError } from '../../core/diagnostics/problem.ts';
@@ -147,7 +147,7 @@ test('strategy state carries over a reload: the prefix memory survives a policy 
 
   write(join(dir, 'pools.yaml'), poolsYaml('[prefix-affinity]', ['a', 'b', 'c', 'd']));
   assert.equal((await store.reload('add a replica')).result, 'live');
-  const pick = store.current().pools[0].chain[0].instance.pick(prompt, fleet(4, (i) => ({ id: 'abcd'[i] }))) as Pick;
+  const pick = store.current().pools[0].chain[0].instance.pick(prompt, fleet(4, (i) => ({ id: 'abcd'[i] }))) as ReplicaPick;
   assert.equal(pick.replica, 'c');
   assert.match(pick.reason, /holds 4 of 4 prefix blocks/);
 });
@@ -174,7 +174,7 @@ test('a plugin edited without a version bump keeps its state; a new version star
   write(join(dir, 'plugins', 'stateful.mjs'), stateful('1.0.0', 'first'));
   writePolicy(dir, { pluginDirs: ['plugins'], strategies: '[stateful]' });
   const store = await open(dir);
-  const reasonNow = () => (store.current().pools[0].chain[0].instance.pick(request(), fleet(1)) as Pick).reason;
+  const reasonNow = () => (store.current().pools[0].chain[0].instance.pick(request(), fleet(1)) as ReplicaPick).reason;
   for (let i = 0; i < 3; i++) store.current().pools[0].chain[0].instance.onRouted?.(request(), 'a');
 
   write(join(dir, 'plugins', 'stateful.mjs'), stateful('1.0.0', 'a bug fix'));
@@ -196,7 +196,7 @@ test('a broken plugin keeps the last-known-good snapshot with its working plugin
   const outcome = await store.reload('broken plugin');
   assert.equal(outcome.result, 'refused');
   assert.match(outcome.errors.join('\n'), /plugins\/mine\.ts:\d+:\d+: does not compile/);
-  assert.equal((store.current().pools[0].chain[0].instance.pick(request(), fleet(1)) as Pick).reason, 'mine');
+  assert.equal((store.current().pools[0].chain[0].instance.pick(request(), fleet(1)) as ReplicaPick).reason, 'mine');
 });
 
 test('a new broken plugin file is reported, and a different mistake in it is reported again', async () => {

@@ -8,7 +8,7 @@ import { after, afterEach, test } from 'node:test';
 import { PluginLoader } from '../../core/plugins/loader.ts';
 import { PolicyStore } from '../../core/policy/store.ts';
 import { fleet, request } from '../../sdk/testkit/index.ts';
-import type { Pick } from '../../sdk/types.ts';
+import type { ReplicaPick } from '../../sdk/types.ts';
 import { cleanup, modelsYaml, pluginSource, poolsYaml, tempDir, write, writePolicy } from '../plugins/fixtures.ts';
 import { recordOutcomes, sleep, waitFor } from './helpers.ts';
 
@@ -140,7 +140,7 @@ test('plugin directories are watched, including one a settings change adds', asy
   write(join(dir, 'plugins', 'mine.mjs'), pluginSource('mine'));
   writePolicy(dir, { pluginDirs: ['plugins'], strategies: '[mine]' });
   const store = await watched(dir);
-  const reason = () => (store.current().pools[0].chain[0].instance.pick(request(), fleet(1)) as Pick).reason;
+  const reason = () => (store.current().pools[0].chain[0].instance.pick(request(), fleet(1)) as ReplicaPick).reason;
   assert.equal(reason(), 'mine');
 
   write(join(dir, 'plugins', 'mine.mjs'), pluginSource('mine').replace("default: 'mine'", "default: 'mine, edited'"));
@@ -176,7 +176,7 @@ test('the example plugin, copied into the watched plugin folder of a running sto
   await waitFor('the plugin to load', () => store.plugins.some((p) => p.name === 'least-kv'), 2000);
   write(join(dir, 'pools.yaml'), poolsYaml('[least-kv]'));
   await waitFor('a pool using it', () => store.current().pools[0].chain[0].name === 'least-kv', 1000);
-  const pick = store.current().pools[0].chain[0].instance.pick(request(), fleet(2, (i) => ({ kvUsage: [0.6, 0.1][i] }))) as Pick;
+  const pick = store.current().pools[0].chain[0].instance.pick(request(), fleet(2, (i) => ({ kvUsage: [0.6, 0.1][i] }))) as ReplicaPick;
   assert.match(pick.reason, /most free KV cache/);
   assert.equal(pick.replica, 'r1');
 });

@@ -2,7 +2,7 @@
 // range accepts this SDK. The router's plugin loader and the test kit's
 // conformance suite ask the same questions, so they share this file.
 import semver from 'semver';
-import { SDK_VERSION, type StrategyDefinition } from '../types.ts';
+import { SDK_VERSION, type StrategyDefinition } from './types.ts';
 
 /** Registry names: what a policy's strategy chain refers to. */
 const NAME = /^[a-z0-9][a-z0-9._-]*$/i;
