@@ -5,7 +5,7 @@
 // esbuild only strips types (about a second); `npm test` type-checks with tsc. Run by `npm ci` (prepare),
 // `npm run build`, and by scripts/run-tests.mjs before every test run, so the
 // `switchyard` command the tests spawn is never older than the sources.
-import { copyFileSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -58,6 +58,9 @@ export async function buildDist({ quiet = false } = {}) {
     sourcemap: true,
     logLevel: 'warning',
   });
+  // What dist/ modules read of the package (`switchyard --version` reads ../package.json), and ES modules for Node.
+  const { name, version, type } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
+  writeFileSync(join(OUT, 'package.json'), `${JSON.stringify({ name, version, type, private: true }, null, 2)}\n`);
   for (const file of data) {
     const to = join(OUT, relative(ROOT, file));
     mkdirSync(dirname(to), { recursive: true });
