@@ -1,14 +1,17 @@
 // Decision 3 — which replica: the pool's strategy chain over the candidates,
 // unsaturated ones first. Each strategy picks or passes; a strategy that
 // throws or answers with a replica it wasn't given is skipped, one that keeps
-// overrunning its budget is suspended, and the chain goes on. When every
-// strategy passes, least load.
+// overrunning its budget is suspended, and the chain goes on. A caged
+// (third-party) strategy that gives no answer in time, or is quarantined, is
+// skipped the same way. When every strategy passes, least load.
 import { isPass, leastLoaded, type Candidate, type RoutedRequest } from '../../sdk/index.ts';
+import { CageSkip } from '../plugins/cage/skip.ts';
 import { oncePer } from '../once-per.ts';
+import { cleanReason } from './reason.ts';
 import type { Pool } from '../policy/snapshot.ts';
 import type { StepTrace, TraceAlternative } from './trace.ts';
 
-export type StrategyFault = 'threw' | 'bad_answer' | 'over_budget';
+export type StrategyFault = 'threw' | 'bad_answer' | 'over_budget' | 'timeout';
 
 export interface ChainHooks {
   /** A strategy misbehaved; the request went on without it. */
@@ -73,31 +76,30 @@ export function chooseReplica(
     try {
       result = slot.instance.pick(request, preferred);
     } catch (error) {
-      hooks.onFault?.(pool, slot.name, 'threw', (error as Error)?.message ?? String(error));
+      if (error instanceof CageSkip) {
+        // A timeout counts as an overrun; busy and quarantined were reported when they began.
+        const booked = error.fault === 'timeout' ? overran(record, budget, Infinity, pool, slot.name, hooks, error.message) : NOT_BOOKED;
+        if (booked === NOT_BOOKED && (error.fault === 'timeout' || error.fault === 'bad_answer')) hooks.onFault?.(pool, slot.name, error.fault, error.message);
+        notes.push({ name: slot.name, note: booked === SUSPENDED ? `skipped: over budget ${OVERRUNS_TO_SUSPEND} times, suspended` : `skipped: ${error.note}` });
+        continue;
+      }
+      hooks.onFault?.(pool, slot.name, 'threw', cleanReason((error as Error)?.message ?? String(error)));
       notes.push({ name: slot.name, note: 'skipped: threw' });
       continue;
     }
-    const elapsed = performance.now() - started;
-    record.picks++;
-    if (elapsed > budget && record.picks > WARMUP_PICKS) {
-      record.overrunsAt = record.overrunsAt.filter((at) => at > record.picks - OVERRUN_WINDOW_PICKS);
-      record.overrunsAt.push(record.picks);
-      const suspend = record.overrunsAt.length >= OVERRUNS_TO_SUSPEND;
-      hooks.onFault?.(pool, slot.name, 'over_budget', `pick took ${elapsed.toFixed(2)} ms (budget ${budget} ms)${suspend ? `; suspended for ${SUSPENSION_MS / 1000} s` : ''}`);
-      if (suspend) {
-        record.suspendedUntil = started + elapsed + SUSPENSION_MS;
-        record.overrunsAt = [];
-        notes.push({ name: slot.name, note: `skipped: over budget ${OVERRUNS_TO_SUSPEND} times, suspended` });
-        continue;
-      }
+    // A caged strategy reports its own time: the round trip to its worker is not its fault.
+    const elapsed = (slot.instance as { lastPickMs?: number }).lastPickMs ?? performance.now() - started;
+    if (overran(record, budget, elapsed, pool, slot.name, hooks) === SUSPENDED) {
+      notes.push({ name: slot.name, note: `skipped: over budget ${OVERRUNS_TO_SUSPEND} times, suspended` });
+      continue;
     }
     if (result == null || isPass(result)) {
-      notes.push({ name: slot.name, note: `passed: ${result?.reason ?? 'no answer'}` });
+      notes.push({ name: slot.name, note: `passed: ${result ? cleanReason(result.reason) : 'no answer'}` });
       continue;
     }
     const chosen = typeof result.replica === 'string' ? preferred.find((c) => c.id === result.replica) : undefined;
     if (!chosen) {
-      hooks.onFault?.(pool, slot.name, 'bad_answer', `answered ${JSON.stringify(result.replica)}, not one of its candidates`);
+      hooks.onFault?.(pool, slot.name, 'bad_answer', `answered ${cleanReason(JSON.stringify(result.replica) ?? 'undefined')}, not one of its candidates`);
       notes.push({ name: slot.name, note: 'skipped: answered a replica it was not given' });
       continue;
     }
@@ -105,7 +107,7 @@ export function chooseReplica(
     return {
       replica: chosen,
       strategy: slot.name,
-      trace: { decidedBy: slot.name, reason: String(result.reason ?? ''), facts, alternatives: [...notes, ...alternatives] },
+      trace: { decidedBy: slot.name, reason: cleanReason(result.reason), facts, alternatives: [...notes, ...alternatives] },
     };
   }
 
@@ -120,4 +122,27 @@ export function chooseReplica(
       alternatives: [...notes, ...scores.map((s) => ({ name: s.replica, score: s.score }))],
     },
   };
+}
+
+const NOT_BOOKED = 0;
+const BOOKED = 1;
+const SUSPENDED = 2;
+
+/**
+ * Books one pick against the strategy's budget: NOT_BOOKED when within it
+ * (or a warm-up pick), BOOKED when an overrun was reported, SUSPENDED when
+ * this overrun suspends it. A timed-out caged pick books Infinity.
+ */
+function overran(record: BudgetRecord, budget: number, elapsed: number, pool: Pool, name: string, hooks: ChainHooks, detail?: string): number {
+  record.picks++;
+  if (!(elapsed > budget) || record.picks <= WARMUP_PICKS) return NOT_BOOKED;
+  record.overrunsAt = record.overrunsAt.filter((at) => at > record.picks - OVERRUN_WINDOW_PICKS);
+  record.overrunsAt.push(record.picks);
+  const suspend = record.overrunsAt.length >= OVERRUNS_TO_SUSPEND;
+  const what = detail ?? `pick took ${elapsed.toFixed(2)} ms (budget ${budget} ms)`;
+  hooks.onFault?.(pool, name, elapsed === Infinity ? 'timeout' : 'over_budget', `${what}${suspend ? `; suspended for ${SUSPENSION_MS / 1000} s` : ''}`);
+  if (!suspend) return BOOKED;
+  record.suspendedUntil = performance.now() + SUSPENSION_MS;
+  record.overrunsAt = [];
+  return SUSPENDED;
 }
