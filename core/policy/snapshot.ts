@@ -51,7 +51,12 @@ export interface Tenant {
   readonly defaultAdapters: ReadonlyMap<string, string>;
   readonly quotas: { readonly requestsPerMinute?: number; readonly tokensPerMinute?: number };
   readonly defaultPriority: Priority;
+  /** Overrides RouterSettings.decisionHeaders for this tenant. */
+  readonly decisionHeaders?: DecisionHeaders;
 }
+
+/** minimal: x-request-id and the model served; full: also pool, replica, strategy reason, adapter, policy generation, retried. */
+export type DecisionHeaders = 'minimal' | 'full';
 
 export interface ReplicaSpec {
   readonly id: string;
@@ -121,6 +126,8 @@ export interface RouterSettings {
   readonly prefixBlockChars: number;
   readonly prefixMaxBlocks: number;
   readonly bodyLimitBytes: number;
+  /** What API clients see of a decision in response headers. */
+  readonly decisionHeaders: DecisionHeaders;
   /** Absolute paths. */
   readonly pluginDirs: readonly string[];
   /** Shared quotas (docs/quotas.md); read when the router starts. */

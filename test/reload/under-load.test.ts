@@ -27,7 +27,7 @@ test('50 policy and plugin changes under continuous traffic: no failed request, 
   mkdirSync(pluginDir);
   writeFileSync(join(dir, 'models.yaml'), TINY_MODELS);
   writeFileSync(join(dir, 'tenants.yaml'), OPEN_TENANTS);
-  writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\nplugin_dirs: [plugins]\n');
+  writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\nplugin_dirs: [plugins]\ndecision_headers: full\n');
   writeFileSync(join(dir, 'pools.yaml'), pools('p0'));
   writeFileSync(join(dir, 'rules.yaml'), rules('p0'));
   writeFileSync(join(pluginDir, 'marker.mjs'), marker('m0'));

@@ -4,8 +4,9 @@
 //
 // A pick that does not answer in time is skipped (the chain goes on); the
 // worker stays busy and later calls skip it at once. A call still running
-// after `stuckAfterMs`, a worker that dies (out of memory, exit, crash) or
-// one that floods the router with messages is terminated and the plugin is
+// after `stuckAfterMs`, a worker that dies (out of heap, exit, crash), one
+// holding more than its heap limit in buffers (which the heap cap does not
+// count) or one that floods the router with messages is terminated and the plugin is
 // quarantined: skipped until its file changes (a changed file is a new
 // cage). Hooks (onRouted, onCompleted, dispose) are queued and travel with
 // the next call, in order, so they cost no round trip of their own.
@@ -33,6 +34,7 @@ import {
   CALL_REGION,
   CALL_SEQ,
   CALLING,
+  EXTERNAL_MB,
   HASH_COUNT,
   HASH_REGION,
   HASHES_AT,
@@ -80,7 +82,7 @@ export const DEFAULT_CAGE_LIMITS: CageLimits = {
   maxMessagesPerSecond: 2000,
 };
 
-export type QuarantineReason = 'stuck' | 'crashed' | 'flooding';
+export type QuarantineReason = 'stuck' | 'crashed' | 'memory' | 'flooding';
 
 export interface CageStatus {
   readonly isolated: true;
@@ -292,6 +294,8 @@ export class PluginCage {
       throw new CageSkip('bad_answer', 'answered something unreadable', `unreadable answer: ${(error as Error).message}`);
     }
     instance.lastPickMs = answer.pluginMs;
+    const external = Atomics.load(this.#ctrl, EXTERNAL_MB);
+    if (external > this.limits.heapMb) this.#quarantineNow('memory', `holds ${external} MB off its heap (buffers), over its ${this.limits.heapMb} MB limit`);
     if (answer.kind === 'threw') {
       this.#stats.threw++;
       throw new Error(answer.message);

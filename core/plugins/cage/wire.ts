@@ -3,7 +3,8 @@
 // copy). Layout of the SharedArrayBuffer:
 //
 //   [0, 64)            control words (Int32): state, call sequence, answered
-//                      sequence, message length, answer length, hashes length
+//                      sequence, message length, answer length, hashes length,
+//                      off-heap memory
 //   [64, 64+CALL)      the call: ops the router sends (hooks, then one call)
 //   [.., +ANSWER)      the worker's answer
 //   [.., +HASHES)      prefix hashes, written when the worker asks for them
@@ -19,6 +20,8 @@ export const ANSWER_SEQ = 2;
 export const CALL_BYTES = 3;
 export const ANSWER_BYTES = 4;
 export const HASH_COUNT = 5;
+/** The worker's off-heap memory (ArrayBuffers, Buffers), MB: the heap cap does not cover it, so the router watches it. */
+export const EXTERNAL_MB = 6;
 
 /** Values of ctrl[STATE]. */
 export const IDLE = 0;

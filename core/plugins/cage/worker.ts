@@ -3,7 +3,7 @@
 // its own (esbuild) and started with an empty environment, no inherited
 // flags and a capped heap (see cage.ts). Everything the router reads back
 // is bounded by the codec; nothing here is trusted by the router.
-import { deserialize, serialize } from 'node:v8';
+import { deserialize, getHeapStatistics, serialize } from 'node:v8';
 import { parentPort, workerData } from 'node:worker_threads';
 import { definitionProblems } from '../../../sdk/testkit/definition.ts';
 import { seededRandom } from '../../../sdk/random.ts';
@@ -22,6 +22,7 @@ import {
   CALL_REGION,
   CALL_SEQ,
   CALLING,
+  EXTERNAL_MB,
   FLAG_RESET_STRINGS,
   HASH_COUNT,
   HASHES_AT,
@@ -59,6 +60,9 @@ const instances = new Map<number, StrategyInstance>();
 let clock = 0;
 let hookErrors = 0;
 let lastHookReport = 0;
+let lastMemoryReport = 0;
+/** How often the worker reports its off-heap memory, ms. */
+const MEMORY_REPORT_MS = 50;
 
 async function main(): Promise<void> {
   let namespace: { default?: unknown };
@@ -213,6 +217,12 @@ function handle(definition: StrategyDefinition<unknown>, seq: number): void {
   Atomics.store(ctrl, ANSWER_SEQ, seq);
   Atomics.store(ctrl, STATE, ANSWERED);
   Atomics.notify(ctrl, STATE);
+  // After the answer: the router is not kept waiting for it.
+  const t = performance.now();
+  if (t - lastMemoryReport >= MEMORY_REPORT_MS) {
+    lastMemoryReport = t;
+    Atomics.store(ctrl, EXTERNAL_MB, Math.round(getHeapStatistics().external_memory / 1048576));
+  }
 }
 
 /** Asks the router for the prefix hashes of the request at op `opIndex` of this call, and waits. */

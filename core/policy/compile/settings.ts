@@ -21,6 +21,7 @@ const SETTINGS_DEFAULTS: RouterSettings = {
   prefixBlockChars: 64,
   prefixMaxBlocks: 256,
   bodyLimitBytes: 8 * 1024 * 1024,
+  decisionHeaders: 'minimal',
   pluginDirs: [],
   quotaStore: QUOTA_STORE_DEFAULTS,
 };
@@ -40,6 +41,7 @@ export function compileSettings(ctx: CompileContext): RouterSettings {
     prefixBlockChars: doc.prefix_block_chars,
     prefixMaxBlocks: doc.prefix_max_blocks,
     bodyLimitBytes: doc.body_limit_bytes,
+    decisionHeaders: doc.decision_headers,
     pluginDirs: doc.plugin_dirs.map((dir: string) => resolve(base, dir)),
     quotaStore: quotaStoreSettings(doc.quota_store),
   };

@@ -54,6 +54,7 @@ export function compileTenants(ctx: CompileContext, { models, unknownModel }: Co
         defaultAdapters,
         quotas: { requestsPerMinute: t.quotas?.requests_per_minute, tokensPerMinute: t.quotas?.tokens_per_minute },
         defaultPriority: t.default_priority as Priority,
+        decisionHeaders: t.decision_headers,
       };
       tenantsById.set(t.id, tenant);
       t.api_key_sha256.forEach((hash: string, j: number) => {
