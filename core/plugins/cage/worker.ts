@@ -43,7 +43,7 @@ import {
 interface CageData {
   readonly shared: SharedArrayBuffer;
   readonly moduleUrl: string;
-  /** Busy-wait this long for the next call before parking: back-to-back calls skip a futex wake. */
+  /** Busy-wait this long for the next call before parking (CageLimits.spinMicros). */
   readonly spinMicros: number;
 }
 
