@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { CageLimits } from '../../core/plugins/cage/cage.ts';
 import { PluginLoader } from '../../core/plugins/loader.ts';
 import { PolicyStore } from '../../core/policy/store.ts';
 import { OPEN_TENANTS, startTestRouter, TINY_MODELS, tinyPool, until, type TestRouter } from '../helpers/router.ts';
@@ -24,7 +25,7 @@ interface Setup {
 }
 
 /** A router whose pool runs `chain`, with `plugins` (file name → source) in its watched plugin directory. */
-async function routerWith(plugins: Record<string, string>, chain: string, heapMb?: number): Promise<Setup> {
+async function routerWith(plugins: Record<string, string>, chain: string, limits: Partial<CageLimits> = {}): Promise<Setup> {
   const dir = mkdtempSync(join(tmpdir(), 'sy-hostile-'));
   mkdirSync(join(dir, 'plugins'));
   for (const [name, source] of Object.entries(plugins)) writeFileSync(join(dir, 'plugins', name), source);
@@ -34,7 +35,7 @@ async function routerWith(plugins: Record<string, string>, chain: string, heapMb
   writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 2, strategies: chain }));
   const warnings: string[] = [];
   const log = { info() {}, warn: (message: string) => void warnings.push(message) };
-  const loader = new PluginLoader({ log, cage: heapMb ? { heapMb } : {} });
+  const loader = new PluginLoader({ log, cage: limits });
   const store = await PolicyStore.open({ dir, seed: 1, debounceMs: 50, log, loader });
   await store.watch();
   const t = await startTestRouter({}, { policy: store, adminToken: ADMIN });
@@ -129,7 +130,7 @@ for (const [kind, leak, reason] of [
 ] as const) {
   test(`a plugin that leaks ${kind} is stopped at its limit, not the router; it is quarantined`, async () => {
     const leaker = plugin('leaker', `${leak} return { replica: candidates[0].id, reason: 'leaking ' + kept.length };`, 'const kept = [];');
-    const s = await routerWith({ 'leaker.mjs': leaker }, '[leaker, round-robin]', 16);
+    const s = await routerWith({ 'leaker.mjs': leaker }, '[leaker, round-robin]', { heapMb: 16 });
     try {
       const rssBefore = process.memoryUsage().rss;
       const quarantined = () => s.store.status().plugins[0].isolation?.state === 'quarantined';
@@ -157,7 +158,8 @@ for (const [kind, leak, reason] of [
 test('a plugin that throws, or answers a replica it was not given, is skipped on each request; the router serves on', async () => {
   const thrower = plugin('thrower', "throw new Error('boom\\r\\nx-injected: 1');");
   const liar = plugin('liar', "return { replica: 'not-a-candidate', reason: 'trust me' };");
-  const s = await routerWith({ 'thrower.mjs': thrower, 'liar.mjs': liar }, '[thrower, liar, round-robin]');
+  // A generous time budget: on a loaded machine a cold worker may miss 10 ms, and this test counts faults exactly.
+  const s = await routerWith({ 'thrower.mjs': thrower, 'liar.mjs': liar }, '[thrower, liar, round-robin]', { callTimeoutMs: 2000 });
   try {
     for (let i = 0; i < 10; i++) {
       const r = await send(s.t);
