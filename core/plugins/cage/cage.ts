@@ -184,8 +184,6 @@ export class PluginCage {
       argv: [],
       execArgv: [],
       resourceLimits: { maxOldGenerationSizeMb: limits.heapMb, maxYoungGenerationSizeMb: Math.max(4, Math.ceil(limits.heapMb / 8)), stackSizeMb: 4 },
-      stdout: true,
-      stderr: true,
       name: `switchyard plugin ${file}`,
     });
     worker.unref();
@@ -228,9 +226,8 @@ export class PluginCage {
       if (this.#state !== 'running') return;
       this.#quarantineNow('crashed', `its worker exited (code ${code}${this.#lastExitError ? `: ${this.#lastExitError}` : ''})`);
     });
-    const drain = (stream: NodeJS.ReadableStream | null) => stream?.on('data', (chunk: Buffer) => this.#onOutput(chunk));
-    drain(worker.stdout);
-    drain(worker.stderr);
+    // A 'message' listener refs the worker again: a plugin must never keep the process alive.
+    worker.unref();
   }
 
   get state(): CageStatus['state'] {
@@ -546,15 +543,13 @@ export class PluginCage {
       const fields = message.fields !== null && typeof message.fields === 'object' ? boundedFields(message.fields as Record<string, unknown>) : undefined;
       if (message.level === 'warn') instance.ctx.log?.warn(text, fields);
       else instance.ctx.log?.info(text, fields);
+    } else if (message.type === 'output' && this.#logAllowed()) {
+      this.#log?.info(`plugin ${this.file} printed: ${String(message.text).slice(0, 500).trimEnd()}`, { plugin: this.file });
     } else if (message.type === 'hook-error' && this.#logAllowed()) {
       this.#log?.warn(`plugin ${this.file}: ${String(message.hook).slice(0, 20)}() threw: ${String(message.message).slice(0, 500)}`, { plugin: this.file });
     }
   }
 
-  #onOutput(chunk: Buffer): void {
-    if (!this.#tick()) return;
-    if (this.#logAllowed()) this.#log?.info(`plugin ${this.file} printed: ${chunk.toString('utf8', 0, Math.min(chunk.length, 500)).trimEnd()}`, { plugin: this.file });
-  }
 }
 
 /** What a plugin's log fields may carry into the router's log: a few short scalars. */

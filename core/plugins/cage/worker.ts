@@ -64,6 +64,17 @@ let lastMemoryReport = 0;
 /** How often the worker reports its off-heap memory, ms. */
 const MEMORY_REPORT_MS = 50;
 
+// What the plugin prints goes to the router as messages it counts and rate-limits (a chatty or
+// flooding plugin is seen there), not through the process's own stdout.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.write = ((chunk: unknown, ...rest: unknown[]) => {
+    port.postMessage({ type: 'output', text: String(chunk).slice(0, 500) });
+    const callback = rest.find((r) => typeof r === 'function') as (() => void) | undefined;
+    callback?.();
+    return true;
+  }) as typeof stream.write;
+}
+
 async function main(): Promise<void> {
   let namespace: { default?: unknown };
   try {
