@@ -86,6 +86,6 @@ rmSync(work, { recursive: true, force: true });
 const header = ['plugin', 'candidates', 'gap', 'how', 'p50 µs', 'p99 µs', 'p50 vs inline', 'skipped'];
 const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
 const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join('  ');
-console.log(`pick cost, ${PICKS} answered picks each after 2,000 warm-up (node ${process.version}); skipped: calls that timed out (10 ms), not timed`);
+console.log(`pick cost, ${PICKS} answered picks each after 2,000 warm-up (node ${process.version}); skipped: calls that timed out (20 ms), not timed`);
 console.log(line(header));
 for (const row of rows) console.log(line(row));

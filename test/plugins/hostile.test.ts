@@ -158,7 +158,7 @@ for (const [kind, leak, reason] of [
 test('a plugin that throws, or answers a replica it was not given, is skipped on each request; the router serves on', async () => {
   const thrower = plugin('thrower', "throw new Error('boom\\r\\nx-injected: 1');");
   const liar = plugin('liar', "return { replica: 'not-a-candidate', reason: 'trust me' };");
-  // A generous time budget: on a loaded machine a cold worker may miss 10 ms, and this test counts faults exactly.
+  // A generous time budget: on a loaded machine a cold worker may miss 20 ms, and this test counts faults exactly.
   const s = await routerWith({ 'thrower.mjs': thrower, 'liar.mjs': liar }, '[thrower, liar, round-robin]', { callTimeoutMs: 2000 });
   try {
     for (let i = 0; i < 10; i++) {

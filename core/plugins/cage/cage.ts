@@ -77,7 +77,7 @@ export interface CageLimits {
 }
 
 export const DEFAULT_CAGE_LIMITS: CageLimits = {
-  callTimeoutMs: 10,
+  callTimeoutMs: 20,
   stuckAfterMs: 1000,
   setupTimeoutMs: 2000,
   heapMb: 64,
