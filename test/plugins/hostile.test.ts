@@ -123,14 +123,14 @@ test('a plugin that loops forever costs one time budget, is quarantined and repo
   }
 });
 
-// 100 KB a pick (a leak that stays well inside its time budget), against a 16 MB limit so the test is short.
+// 100 KB a pick (a leak that stays well inside its time budget), against a small limit so the test is short.
 for (const [kind, leak, reason] of [
   ['objects on its heap', 'kept.push(new Array(12_800).fill(Math.random()));', /crashed/],
   ['buffers off its heap', 'kept.push(Buffer.alloc(100 * 1024, 1));', /memory/],
 ] as const) {
   test(`a plugin that leaks ${kind} is stopped at its limit, not the router; it is quarantined`, async () => {
     const leaker = plugin('leaker', `${leak} return { replica: candidates[0].id, reason: 'leaking ' + kept.length };`, 'const kept = [];');
-    const s = await routerWith({ 'leaker.mjs': leaker }, '[leaker, round-robin]', { heapMb: 16 });
+    const s = await routerWith({ 'leaker.mjs': leaker }, '[leaker, round-robin]', { heapMb: 8 });
     try {
       const rssBefore = process.memoryUsage().rss;
       const quarantined = () => s.store.status().plugins[0].isolation?.state === 'quarantined';
@@ -193,6 +193,23 @@ test('a plugin sees none of the router\'s environment, and its reason reaches cl
     assert.equal(r.headers.get('x-injected'), null);
   } finally {
     delete process.env.SWITCHYARD_ADMIN_TOKEN;
+    await s.close();
+  }
+});
+
+test('a plugin that floods the router with output is quarantined', async () => {
+  const chatty = plugin('chatty', "for (let i = 0; i < 5000; i++) console.log('spam', i); return { pass: true, reason: 'said a lot' };");
+  const s = await routerWith({ 'chatty.mjs': chatty }, '[chatty, round-robin]', { callTimeoutMs: 5000 });
+  try {
+    for (let i = 0; i < 5 && s.store.status().plugins[0].isolation?.state !== 'quarantined'; i++) {
+      const r = await send(s.t);
+      assert.equal(r.status, 200);
+      assert.match(r.reason, /^round-robin: /);
+    }
+    await until(() => s.store.status().plugins[0].isolation?.state === 'quarantined', 10_000, 'the chatty plugin to be quarantined');
+    assert.equal(s.store.status().plugins[0].isolation!.quarantine!.reason, 'flooding');
+    assert.ok(s.warnings.some((w) => /chatty\.mjs quarantined \(flooding\)/.test(w)), s.warnings.join('\n'));
+  } finally {
     await s.close();
   }
 });
