@@ -67,13 +67,13 @@ async function send(t: TestRouter): Promise<{ status: number; ms: number; reason
 }
 
 async function adminState(t: TestRouter): Promise<{ policy: { plugins: { name: string; isolation?: { state: string; quarantine?: { reason: string; detail: string } } }[] } }> {
-  const response = await fetch(`${t.url}/admin/state`, { headers: { authorization: `Bearer ${ADMIN}` } });
+  const response = await fetch(`${t.adminUrl}/admin/state`, { headers: { authorization: `Bearer ${ADMIN}` } });
   assert.equal(response.status, 200);
   return (await response.json()) as never;
 }
 
 async function metricsText(t: TestRouter): Promise<string> {
-  return (await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${ADMIN}` } })).text();
+  return (await fetch(`${t.adminUrl}/metrics`, { headers: { authorization: `Bearer ${ADMIN}` } })).text();
 }
 
 const plugin = (name: string, pick: string, extra = '') => `${extra}
