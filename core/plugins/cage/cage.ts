@@ -549,7 +549,6 @@ export class PluginCage {
       this.#log?.warn(`plugin ${this.file}: ${String(message.hook).slice(0, 20)}() threw: ${String(message.message).slice(0, 500)}`, { plugin: this.file });
     }
   }
-
 }
 
 /** What a plugin's log fields may carry into the router's log: a few short scalars. */
