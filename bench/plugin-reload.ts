@@ -2,7 +2,8 @@
 // reload of a changed plugin (Node can't unload ES modules), for the example
 // plugin and for a 200 KB one, importing compiled files (what the loader
 // does) and, for comparison, data: URLs; the cost of a reload that finds
-// nothing changed; and whole-store reload latency.
+// nothing changed; and whole-store reload latency. Modules are imported
+// inline here (isolate: false): a caged plugin's worker is stopped instead.
 // Run with --expose-gc so heap figures are after a full collection:
 //   node --expose-gc --import tsx bench/plugin-reload.ts [reloads]
 import { cpSync, readFileSync, writeFileSync, mkdtempSync, rmSync, mkdirSync } from 'node:fs';
@@ -35,7 +36,7 @@ const rows: string[][] = [];
 async function changedPluginReloads(label: string, source: string): Promise<void> {
   const dir = join(work, label.replace(/\W+/g, '-'));
   mkdirSync(dir, { recursive: true });
-  const loader = new PluginLoader({ cacheDir: join(dir, '.cache') });
+  const loader = new PluginLoader({ cacheDir: join(dir, '.cache'), isolate: false });
   const path = join(dir, 'least-kv.ts');
   writeFileSync(path, source);
   await loader.loadFile(path);

@@ -32,7 +32,7 @@ export function commit(decision: Decision, env: DecideEnv, hooks: CommitHooks = 
       const elapsed = pickMs[i];
       if (Number.isNaN(elapsed)) continue;
       const overrun = pool.chain[i].budget.count(elapsed, budgetMs, env.clock);
-      if (overrun) hooks.onFault?.(pool, pool.chain[i].name, 'over_budget', overrun);
+      if (overrun) hooks.onFault?.(pool, pool.chain[i].name, elapsed === Infinity ? 'timeout' : 'over_budget', overrun);
     }
   }
   if (!decision.admitted) return;

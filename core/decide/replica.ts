@@ -1,15 +1,19 @@
 // Decision 3 — which replica: the pool's strategy chain over the candidates,
 // unsaturated ones first. Each strategy picks or passes; a strategy that
 // throws or answers with a replica it wasn't given is skipped, one that keeps
-// overrunning its budget is suspended (budget.ts), and the chain goes on. When every
-// strategy passes, least load. Pure: pick times are measured on the
-// injected clock and left, with faults, for commit() to count and report.
+// overrunning its budget is suspended (budget.ts), and the chain goes on. A
+// caged (third-party) strategy that gives no answer in time, or is
+// quarantined, is skipped the same way. When every strategy passes, least
+// load. Pure: pick times are measured on the injected clock and left, with
+// faults, for commit() to count and report.
 import { isPass, leastLoaded, type Candidate, type RoutedRequest } from '../../sdk/index.ts';
+import { CageSkip } from '../plugins/cage/skip.ts';
+import { cleanReason } from './reason.ts';
 import type { Pool } from '../policy/snapshot.ts';
 import type { ChainRun, StrategyIncident } from './decision.ts';
 import type { StepTrace, TraceAlternative } from './trace.ts';
 
-export type StrategyFault = 'threw' | 'bad_answer' | 'over_budget';
+export type StrategyFault = 'threw' | 'bad_answer' | 'over_budget' | 'timeout';
 
 const NO_INCIDENTS: readonly StrategyIncident[] = Object.freeze([]);
 
@@ -60,11 +64,22 @@ export function chooseReplica(
     try {
       result = slot.instance.pick(request, preferred);
     } catch (error) {
-      (incidents === NO_INCIDENTS ? (incidents = []) : incidents).push({ strategy: slot.name, fault: 'threw', detail: (error as Error)?.message ?? String(error) });
+      if (error instanceof CageSkip) {
+        // No answer in time counts as an overrun (commit() books it); busy and quarantined were reported when they began.
+        if (error.fault === 'timeout' && timed) pickMs[i] = Infinity;
+        if (error.fault === 'bad_answer' || (error.fault === 'timeout' && !timed)) {
+          (incidents === NO_INCIDENTS ? (incidents = []) : incidents).push({ strategy: slot.name, fault: error.fault, detail: cleanReason(error.message) });
+        }
+        const suspends = error.fault === 'timeout' && timed && slot.budget.wouldSuspend(Infinity, budgetMs);
+        notes.push({ name: slot.name, note: suspends ? 'skipped: over budget 3 times, suspended' : `skipped: ${error.note}` });
+        continue;
+      }
+      (incidents === NO_INCIDENTS ? (incidents = []) : incidents).push({ strategy: slot.name, fault: 'threw', detail: cleanReason((error as Error)?.message ?? String(error)) });
       notes.push({ name: slot.name, note: 'skipped: threw' });
       continue;
     }
-    if (timed && slot.budget.wouldSuspend((pickMs[i] = clock() - started), budgetMs)) {
+    // A caged strategy reports its own time: the round trip to its worker is not its fault.
+    if (timed && slot.budget.wouldSuspend((pickMs[i] = (slot.instance as { lastPickMs?: number }).lastPickMs ?? clock() - started), budgetMs)) {
       notes.push({ name: slot.name, note: 'skipped: over budget 3 times, suspended' });
       continue;
     }
@@ -74,7 +89,7 @@ export function chooseReplica(
     }
     const chosen = typeof result.replica === 'string' ? preferred.find((c) => c.id === result.replica) : undefined;
     if (!chosen) {
-      (incidents === NO_INCIDENTS ? (incidents = []) : incidents).push({ strategy: slot.name, fault: 'bad_answer', detail: `answered ${JSON.stringify(result.replica)}, not one of its candidates` });
+      (incidents === NO_INCIDENTS ? (incidents = []) : incidents).push({ strategy: slot.name, fault: 'bad_answer', detail: `answered ${cleanReason(JSON.stringify(result.replica) ?? 'undefined')}, not one of its candidates` });
       notes.push({ name: slot.name, note: 'skipped: answered a replica it was not given' });
       continue;
     }
@@ -83,7 +98,7 @@ export function chooseReplica(
     return {
       replica: chosen,
       strategy: slot.name,
-      trace: { decidedBy: slot.name, reason: String(result.reason ?? ''), facts, alternatives: [...notes, ...alternatives] },
+      trace: { decidedBy: slot.name, reason: cleanReason(result.reason), facts, alternatives: [...notes, ...alternatives] },
       run: chainRun(timed, budgetMs, pickMs, incidents),
     };
   }

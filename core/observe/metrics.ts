@@ -64,8 +64,14 @@ export class RouterMetrics {
   });
   readonly strategyFaults = new Counter({
     name: 'switchyard_strategy_faults_total',
-    help: 'Strategy picks skipped because the strategy threw, answered badly or overran its budget.',
+    help: 'Strategy picks skipped because the strategy threw, answered badly, overran its budget or (caged) gave no answer in time.',
     labelNames: ['strategy', 'fault'] as const,
+    registers: [this.registry],
+  });
+  readonly pluginQuarantined = new Gauge({
+    name: 'switchyard_plugin_quarantined',
+    help: 'A caged plugin that is quarantined (stuck, crashed or flooding): 1, skipped until its file changes; 0 while it runs.',
+    labelNames: ['plugin', 'reason'] as const,
     registers: [this.registry],
   });
   readonly policyGeneration = new Gauge({

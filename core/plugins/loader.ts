@@ -4,9 +4,16 @@
 // this router's SDK), is checked (default export shape, `sdk` range, config
 // schema, unique name), and joins the built-ins in a StrategyRegistry.
 //
-// Node can't unload an ES module, so a changed plugin leaks its old module.
-// The compiled module's file name carries its content hash: an unchanged
-// plugin is neither rebuilt nor re-imported, and A→B→A gets A's module back.
+// By default each plugin runs in a cage (cage/cage.ts): a worker thread of
+// its own, so a plugin that loops, leaks or crashes costs its time budget,
+// never the router. Its module is imported only there; the registry holds a
+// definition whose create() makes instances in the worker. A changed plugin
+// gets a new cage; the old one stops once no snapshot uses it.
+//
+// Inline (isolate: false, for benchmarks and tests): Node can't unload an
+// ES module, so a changed plugin leaks its old module. The compiled module's
+// file name carries its content hash: an unchanged plugin is neither rebuilt
+// nor re-imported, and A→B→A gets A's module back.
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { SourceMap } from 'node:module';
@@ -14,9 +21,10 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, extname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build, type BuildFailure, type Message, type Plugin } from 'esbuild';
-import { SDK_VERSION } from '../../sdk/types.ts';
+import { SDK_VERSION, type Logger } from '../../sdk/types.ts';
 import { definitionProblems, sdkRangeProblem } from '../../sdk/definition-checks.ts';
 import { BUILTIN_STRATEGIES } from './builtins.ts';
+import { DEFAULT_CAGE_LIMITS, PluginCage, type CageLimits } from './cage/cage.ts';
 import { configValidator } from './config.ts';
 import { registryOf, type AnyStrategy, type StrategyRegistry } from './registry.ts';
 import { type PolicyProblem, displayPath } from '../diagnostics/problem.ts';
@@ -38,6 +46,8 @@ export interface LoadedPlugin {
   /** Content hash of the compiled module: equal hashes, the same module. */
   readonly hash: string;
   readonly definition: AnyStrategy;
+  /** The worker the plugin runs in; undefined when loaded inline. */
+  readonly cage?: PluginCage;
 }
 
 export interface PluginSet {
@@ -57,12 +67,18 @@ export interface PluginLoaderOptions {
   readonly cacheDir?: string;
   /** The SDK version plugins' `sdk` ranges are checked against; default SDK_VERSION. */
   readonly sdkVersion?: string;
+  /** Run each plugin in a worker of its own (default true); false imports it into this thread. */
+  readonly isolate?: boolean;
+  /** Time and memory limits of caged plugins; DEFAULT_CAGE_LIMITS for what is not given. */
+  readonly cage?: Partial<CageLimits>;
+  /** Where quarantines and plugin output are logged. */
+  readonly log?: Logger;
 }
 
 export interface LoaderStats {
   /** esbuild runs (a plugin file new or changed). */
   readonly builds: number;
-  /** New modules imported: each stays in memory for the life of the process. */
+  /** New modules imported: inline, each stays in memory for the life of the process; caged, each started a worker. */
   readonly imports: number;
   /** Plugin files found unchanged and reused without a build. */
   readonly reused: number;
@@ -91,6 +107,9 @@ export class PluginLoader {
   readonly #chosenCacheDir?: string;
   #cacheDir?: string;
   readonly #sdkVersion: string;
+  readonly #isolate: boolean;
+  readonly #limits: CageLimits;
+  readonly #log?: Logger;
   readonly #cache = new Map<string, CacheEntry>();
   /** Compiled module URL → its definition: a module imported once is never imported again. */
   readonly #modules = new Map<string, unknown>();
@@ -100,6 +119,9 @@ export class PluginLoader {
     this.#builtins = options.builtins ?? BUILTIN_STRATEGIES;
     this.#chosenCacheDir = options.cacheDir;
     this.#sdkVersion = options.sdkVersion ?? SDK_VERSION;
+    this.#isolate = options.isolate ?? true;
+    this.#limits = { ...DEFAULT_CAGE_LIMITS, ...options.cage };
+    this.#log = options.log;
   }
 
   get stats(): LoaderStats {
@@ -118,6 +140,13 @@ export class PluginLoader {
       files.push(...listPluginFiles(dir));
     }
     const results = await Promise.all(files.map((path) => this.loadFile(path)));
+    // A plugin file that is gone: its cage stops once no snapshot uses it.
+    const listed = new Set(files.map((path) => resolve(path)));
+    for (const [path, entry] of this.#cache) {
+      if (listed.has(path)) continue;
+      entry.plugin?.cage?.retire();
+      this.#cache.delete(path);
+    }
     const hash = createHash('sha256');
     files.forEach((path, i) => hash.update(path).update('\0').update(results[i].hash).update('\0'));
     const plugins: LoadedPlugin[] = [];
@@ -158,6 +187,7 @@ export class PluginLoader {
       return cached;
     }
     const entry = await this.#build(absolute);
+    if (cached?.plugin?.cage !== entry.plugin?.cage) cached?.plugin?.cage?.retire();
     this.#cache.set(absolute, entry);
     return entry;
   }
@@ -204,6 +234,7 @@ export class PluginLoader {
     const hash = sha256(code).slice(0, 16);
     const url = this.#write(path, hash, code, map);
 
+    if (this.#isolate) return this.#cage(path, url, map, file, inputs, hash, cacheDir);
     let namespace: { default?: unknown };
     try {
       namespace = (await this.#import(url)) as { default?: unknown };
@@ -212,30 +243,56 @@ export class PluginLoader {
     }
     const definition = namespace.default;
     const at = { file, ...locateDefaultExport(path) };
-    if (definition === undefined) {
-      const names = Object.keys(namespace);
-      return {
-        inputs,
-        hash,
-        problems: [{ ...at, message: `no default export${names.length ? ` (it exports ${names.join(', ')})` : ''}: a plugin default-exports { name, version, sdk, create }` }],
-      };
-    }
+    if (definition === undefined) return { inputs, hash, problems: [noDefaultExport(at, Object.keys(namespace))] };
     const shape = definitionProblems(definition);
     if (shape.length) return { inputs, hash, problems: shape.map((message) => ({ ...at, message: `not a strategy definition: ${message}` })) };
     const strategy = definition as AnyStrategy;
+    const problem = this.#checkDefinition(strategy, at);
+    if (problem) return { inputs, hash, problems: [problem] };
+    return { inputs, hash, problems: [], plugin: { name: strategy.name, version: strategy.version, file, path, hash, definition: strategy } };
+  }
+
+  /** Starts the plugin's worker; its module is checked there, its sdk range and config schema here. */
+  async #cage(path: string, url: string, map: string | undefined, file: string, inputs: Map<string, string>, hash: string, cacheDir: string): Promise<CacheEntry> {
+    this.#stats.imports++;
+    const started = await PluginCage.start(url, file, this.#limits, this.#log);
+    const at = { file, ...locateDefaultExport(path) };
+    switch (started.kind) {
+      case 'threw':
+        return { inputs, hash, problems: [loadProblem(started.error, path, url, map, file, cacheDir)] };
+      case 'failed':
+        return { inputs, hash, problems: [{ ...at, message: `could not be loaded: ${started.message}` }] };
+      case 'refused':
+        if (!started.hasDefault) return { inputs, hash, problems: [noDefaultExport(at, started.exports)] };
+        return { inputs, hash, problems: started.problems.map((message) => ({ ...at, message: `not a strategy definition: ${message}` })) };
+    }
+    const { cage, definition: described } = started;
+    const definition: AnyStrategy = {
+      name: described.name,
+      version: described.version,
+      sdk: described.sdk,
+      description: described.description,
+      configSchema: described.configSchema,
+      create: (config, ctx) => cage.create(config, ctx),
+    };
+    const problem = this.#checkDefinition(definition, at);
+    if (problem) {
+      void cage.close();
+      return { inputs, hash, problems: [problem] };
+    }
+    return { inputs, hash, problems: [], plugin: { name: definition.name, version: definition.version, file, path, hash, definition, cage } };
+  }
+
+  /** What the router checks of any definition: its sdk range accepts this SDK, its config schema compiles. */
+  #checkDefinition(strategy: AnyStrategy, at: { file: string; line: number; col: number }): PolicyProblem | undefined {
     const range = sdkRangeProblem(strategy, this.#sdkVersion);
-    if (range) return { inputs, hash, problems: [{ ...at, message: `refused: ${range}` }] };
+    if (range) return { ...at, message: `refused: ${range}` };
     try {
       configValidator(strategy);
     } catch (error) {
-      return { inputs, hash, problems: [{ ...at, message: `strategy "${strategy.name}": configSchema is not a valid JSON Schema: ${(error as Error).message}` }] };
+      return { ...at, message: `strategy "${strategy.name}": configSchema is not a valid JSON Schema: ${(error as Error).message}` };
     }
-    return {
-      inputs,
-      hash,
-      problems: [],
-      plugin: { name: strategy.name, version: strategy.version, file, path, hash, definition: strategy },
-    };
+    return undefined;
   }
 
   /**
@@ -274,6 +331,11 @@ export class PluginLoader {
     if (this.#cacheDir) rmSync(this.#cacheDir, { recursive: true, force: true });
     this.#cacheDir = undefined;
   }
+
+  /** Stops every plugin worker (the router is shutting down). */
+  async close(): Promise<void> {
+    await Promise.all([...this.#cache.values()].map((entry) => entry.plugin?.cage?.close()));
+  }
 }
 
 /** `import ... from '@switchyard/sdk'` in a plugin resolves to this router's SDK, bundled in. */
@@ -283,6 +345,10 @@ const sdkAlias: Plugin = {
     b.onResolve({ filter: /^@switchyard\/sdk$/ }, () => ({ path: SDK_ENTRY }));
   },
 };
+
+function noDefaultExport(at: { file: string; line: number; col: number }, names: readonly string[]): PolicyProblem {
+  return { ...at, message: `no default export${names.length ? ` (it exports ${names.join(', ')})` : ''}: a plugin default-exports { name, version, sdk, create }` };
+}
 
 function compileProblem(message: Message, dir: string, file: string): PolicyProblem {
   const location = message.location;

@@ -63,7 +63,12 @@ export interface Tenant {
   readonly steps: readonly StepTrace[];
   /** Derived when compiled: the model choice of each name the tenant may ask for plainly. */
   readonly plainChoices: ReadonlyMap<string, ModelChoice>;
+  /** Overrides RouterSettings.decisionHeaders for this tenant. */
+  readonly decisionHeaders?: DecisionHeaders;
 }
+
+/** minimal: x-request-id and the model served; full: also pool, replica, strategy reason, adapter, policy generation, retried. */
+export type DecisionHeaders = 'minimal' | 'full';
 
 export interface ReplicaSpec {
   readonly id: string;
@@ -139,6 +144,8 @@ export interface RouterSettings {
   readonly prefixBlockChars: number;
   readonly prefixMaxBlocks: number;
   readonly bodyLimitBytes: number;
+  /** What API clients see of a decision in response headers. */
+  readonly decisionHeaders: DecisionHeaders;
   /** Absolute paths. */
   readonly pluginDirs: readonly string[];
   /** Derived from charsPerToken when compiled. */

@@ -10,6 +10,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Logger } from '../../sdk/index.ts';
 import { displayPath, formatProblem, PolicyError, type PolicyProblem } from '../diagnostics/problem.ts';
+import type { CageStatus } from '../plugins/cage/cage.ts';
 import { PluginLoader, type LoadedPlugin } from '../plugins/loader.ts';
 import { ControlPlaneSource, type ControlPlaneOptions, type ControlPlaneStatus } from './control-plane.ts';
 import { readPolicyInputs, type PolicyInputs } from './inputs.ts';
@@ -76,7 +77,8 @@ export type PolicyStatus = {
   /** ISO time the live snapshot was swapped in. */
   readonly loadedAt: string;
   readonly files: readonly string[];
-  readonly plugins: readonly { readonly name: string; readonly version: string; readonly file: string; readonly hash: string }[];
+  /** `isolation`: the plugin's cage (state, quarantine, counts); absent when loaded inline. */
+  readonly plugins: readonly { readonly name: string; readonly version: string; readonly file: string; readonly hash: string; readonly isolation?: CageStatus }[];
   readonly pluginDirs: readonly string[];
   /** Requests holding the live snapshot. */
   readonly inFlight: number;
@@ -155,7 +157,7 @@ export class PolicyStore {
     this.dir = resolve(options.dir);
     this.#options = options;
     this.#log = options.log;
-    this.#loader = options.loader ?? new PluginLoader();
+    this.#loader = options.loader ?? new PluginLoader({ log: options.log });
     this.#ownsLoader = options.loader === undefined;
     this.#leases = new SnapshotLeases({ drainTimeoutMs: options.drainTimeoutMs, log: options.log, onDisposed: (event) => this.#emit('disposed', event) });
     const cp = options.controlPlane;
@@ -172,7 +174,10 @@ export class PolicyStore {
     const first = await this.reload('initial load');
     if (first.result !== 'live') {
       cp?.stop();
-      if (this.#ownsLoader) this.#loader.clearCacheDir();
+      if (this.#ownsLoader) {
+        this.#loader.clearCacheDir();
+        void this.#loader.close();
+      }
       const problems = [...first.problems];
       if (cp && !cp.table()) problems.unshift({ file: cp.url, line: 1, col: 1, message: `no routing table yet: ${cp.status().errors.join('; ') || 'none served'}` });
       throw new PolicyError(problems);
@@ -231,7 +236,7 @@ export class PolicyStore {
       policyHash: snapshot.hash,
       loadedAt: new Date(this.#loadedAt).toISOString(),
       files: [...new Set(snapshot.files)],
-      plugins: this.#plugins.map(({ name, version, file, hash }) => ({ name, version, file, hash })),
+      plugins: this.#plugins.map(({ name, version, file, hash, cage }) => ({ name, version, file, hash, isolation: cage?.status() })),
       pluginDirs: this.#pluginDirs.map(displayPath),
       inFlight: this.#leases.inFlight,
       draining: this.#leases.draining(),
@@ -272,8 +277,11 @@ export class PolicyStore {
     this.#controlPlane?.stop();
     await this.#watcher?.close();
     await this.#tail;
-    if (this.#ownsLoader) this.#loader.clearCacheDir();
     this.#leases.retireAll();
+    if (this.#ownsLoader) {
+      this.#loader.clearCacheDir();
+      await this.#loader.close();
+    }
   }
 
   // ---------------------------------------------------------------------------

@@ -168,6 +168,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     setDraining: (id, draining) => fleet.setDraining(id, draining),
     metrics: async () => {
       refreshReplicaGauges(metrics, options.policy.current(), fleet);
+      refreshPluginGauges(metrics, options.policy.status?.());
       return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
     },
     ready: () => !closing,
@@ -261,6 +262,16 @@ function routerState(policy: ServedPolicy, fleet: LiveFleet, coldLoads: ColdLoad
     replicas: fleet.list().map((r) => ({ pool: poolOf.get(r.id) ?? null, ...r })),
     coldLoads: coldLoads.pendingLoads(),
   };
+}
+
+function refreshPluginGauges(metrics: RouterMetrics, status: Record<string, unknown> | undefined): void {
+  metrics.pluginQuarantined.reset();
+  const plugins = (status?.plugins ?? []) as { name: string; isolation?: { state: string; quarantine?: { reason: string } } }[];
+  for (const plugin of plugins) {
+    if (!plugin.isolation) continue;
+    const quarantine = plugin.isolation.quarantine;
+    metrics.pluginQuarantined.set({ plugin: plugin.name, reason: quarantine?.reason ?? 'none' }, plugin.isolation.state === 'quarantined' ? 1 : 0);
+  }
 }
 
 function refreshReplicaGauges(metrics: RouterMetrics, snapshot: Snapshot, fleet: LiveFleet): void {

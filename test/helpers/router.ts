@@ -10,6 +10,8 @@ import { policyFrom } from './core.ts';
 
 export const TINY_MODELS = 'kind: models\nmodels:\n  - id: tiny\n    versions: [{ version: v1 }]\n';
 export const TEST_KEY = 'sk-test';
+/** Router tests read where a request went from the x-switchyard-* headers: opted in unless a test brings its own settings. */
+export const FULL_HEADERS_SETTINGS = 'kind: settings\ndecision_headers: full\n';
 export const OPEN_TENANTS = 'kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free, api_key_sha256: [f3abf2a6cc4f00987743db5f544ba345b4899ae31f326d8ee9c4816de153c9e0] }\n';
 
 export function tinyPool(options: { replicas?: number; strategies?: string; extra?: string; ids?: string } = {}): string {
@@ -33,7 +35,8 @@ export async function startTestRouter(
   files: Record<string, string>,
   options: { speed?: number; policy?: ServedPolicy; adminToken?: string; apiKey?: string; tracer?: Tracer } = {},
 ): Promise<TestRouter> {
-  const policy = options.policy ?? fixedPolicy(policyFrom(files));
+  const withSettings = Object.keys(files).some((name) => name.includes('settings')) ? files : { ...files, 'settings.yaml': FULL_HEADERS_SETTINGS };
+  const policy = options.policy ?? fixedPolicy(policyFrom(withSettings));
   const embedded = new EmbeddedFleet({ speed: options.speed ?? 20, host: '127.0.0.1' });
   const router = await startRouter({
     policy,

@@ -103,10 +103,10 @@ test('a name taken by a built-in or by another plugin is refused', async () => {
   assert.match(errors, /c\.mjs:\d+:\d+: plugin "least-load" has the name of a built-in strategy/);
 });
 
-test('an unchanged plugin is neither rebuilt nor re-imported; a change is; A→B→A reuses A', async () => {
+test('inline: an unchanged plugin is neither rebuilt nor re-imported; a change is; A→B→A reuses A', async () => {
   const dir = tempDir();
   const path = write(join(dir, 'p.ts'), pluginSource('p', { typed: true }));
-  const l = loader();
+  const l = new PluginLoader({ cacheDir: tempDir('switchyard-plugin-cache-'), isolate: false });
   const first = (await l.loadFile(path)).plugin!;
   assert.deepEqual(l.stats, { builds: 1, imports: 1, reused: 0 });
   const again = (await l.loadFile(path)).plugin!;
@@ -123,6 +123,29 @@ test('an unchanged plugin is neither rebuilt nor re-imported; a change is; A→B
   const back = (await l.loadFile(path)).plugin!;
   assert.equal(back.definition, first.definition, 'the same module: Node never loads a second copy');
   assert.deepEqual(l.stats, { builds: 3, imports: 2, reused: 1 });
+});
+
+test('caged: an unchanged plugin keeps its worker; a change starts a new one and stops the old once unused', async () => {
+  const dir = tempDir();
+  const path = write(join(dir, 'p.ts'), pluginSource('p', { typed: true }));
+  const l = loader();
+  const first = (await l.loadFile(path)).plugin!;
+  assert.equal(first.cage?.state, 'running');
+  const instance = first.definition.create({ label: 'one' }, { pool: 'general', loadScoreWeights: { kvUsage: 0.6, queue: 0.3, running: 0.1 } } as never);
+  const again = (await l.loadFile(path)).plugin!;
+  assert.equal(again.cage, first.cage);
+  assert.deepEqual(l.stats, { builds: 1, imports: 1, reused: 1 });
+
+  write(path, pluginSource('p', { typed: true, version: '1.0.1' }));
+  const changed = (await l.loadFile(path)).plugin!;
+  assert.notEqual(changed.cage, first.cage);
+  assert.equal(first.cage!.state, 'running', 'the old version still serves the instance a live snapshot holds');
+  assert.equal(expectPick(instance.pick(request(), fleet(2))).reason, 'one');
+  instance.dispose!();
+  assert.equal(first.cage!.state, 'stopped', 'stopped once its last instance is gone');
+  assert.deepEqual(l.stats, { builds: 2, imports: 2, reused: 1 });
+  await l.close();
+  assert.equal(changed.cage!.state, 'stopped');
 });
 
 test('an invalid plugin config names the policy file, the path in it, and the plugin file', async () => {

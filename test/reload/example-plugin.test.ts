@@ -16,7 +16,7 @@ test('the example least-kv plugin is picked up by a running router', async () =>
   mkdirSync(join(dir, 'plugins'));
   writeFileSync(join(dir, 'models.yaml'), TINY_MODELS);
   writeFileSync(join(dir, 'tenants.yaml'), OPEN_TENANTS);
-  writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\nplugin_dirs: [plugins]\n');
+  writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\nplugin_dirs: [plugins]\ndecision_headers: full\n');
   writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 2, strategies: '[power-of-two]' }));
   const store = await PolicyStore.open({ dir, seed: 1, debounceMs: 50 });
   await store.watch();

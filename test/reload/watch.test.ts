@@ -20,7 +20,8 @@ afterEach(async () => {
 after(cleanup);
 
 async function watched(dir: string): Promise<PolicyStore> {
-  const store = await PolicyStore.open({ dir, debounceMs: DEBOUNCE_MS, loader: new PluginLoader({ cacheDir: tempDir('switchyard-plugin-cache-') }) });
+  // Reload tests, not cage tests: a loaded machine must not make a plugin miss its (default 20 ms) budget here.
+  const store = await PolicyStore.open({ dir, debounceMs: DEBOUNCE_MS, loader: new PluginLoader({ cacheDir: tempDir('switchyard-plugin-cache-'), cage: { callTimeoutMs: 5000 } }) });
   if (process.env.DEBUG_RELOAD) store.on('reload', (o) => console.log('reload', o.reason, o.result, o.errors));
   stores.push(store);
   await store.watch();

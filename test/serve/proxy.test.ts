@@ -136,3 +136,23 @@ test('/metrics has requests, decisions, timings and replica signals, with bounde
   }
   assert.doesNotMatch(text, /conversation|req-/);
 });
+
+test('by default clients see no replica, pool or strategy reason; a tenant flag opts one tenant in', async () => {
+  const tenants = `kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free }\n  - { id: debug, tier: free, decision_headers: full, api_key_sha256: [f3abf2a6cc4f00987743db5f544ba345b4899ae31f326d8ee9c4816de153c9e0] }\n`;
+  const quiet = await startTestRouter({ 'models.yaml': TINY_MODELS, 'tenants.yaml': tenants, 'pools.yaml': tinyPool({ replicas: 2 }), 'settings.yaml': 'kind: settings\n' });
+  try {
+    const anonymous = await fetch(`${quiet.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 1 }) });
+    assert.equal(anonymous.status, 200);
+    assert.equal(anonymous.headers.get('x-switchyard-model'), 'tiny@v1');
+    assert.ok(anonymous.headers.get('x-request-id'));
+    const shown = [...anonymous.headers.keys()].filter((name) => name.startsWith('x-switchyard-'));
+    assert.deepEqual(shown, ['x-switchyard-model']);
+    await anonymous.arrayBuffer();
+
+    const { response } = await quiet.client.completions.create({ model: 'tiny', prompt: 'hi', max_tokens: 1 }).withResponse();
+    assert.match(response.headers.get('x-switchyard-replica')!, /^r[01]$/, 'the debug tenant (the test key) sees where it went');
+    assert.match(response.headers.get('x-switchyard-reason')!, /^power-of-two: /);
+  } finally {
+    await quiet.close();
+  }
+});

@@ -57,6 +57,7 @@ export function compileTenants(ctx: CompileContext, { models, unknownModel }: Co
         defaultPriority: t.default_priority as Priority,
         steps: tenantSteps(t.id, t.tier),
         plainChoices: new Map(), // filled once the snapshot is whole (compile.ts)
+        decisionHeaders: t.decision_headers,
       };
       tenantsById.set(t.id, tenant);
       t.api_key_sha256.forEach((hash: string, j: number) => {

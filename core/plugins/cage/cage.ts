@@ -1,0 +1,609 @@
+// A third-party plugin in a cage: its module runs in a worker thread of its
+// own, with an empty environment and a capped heap, and the router calls it
+// synchronously from decide() through shared memory with a hard timeout.
+//
+// A pick that does not answer in time is skipped (the chain goes on); the
+// worker stays busy and later calls skip it at once. A call still running
+// after `stuckAfterMs`, a worker that dies (out of heap, exit, crash), one
+// holding more than its heap limit in buffers (which the heap cap does not
+// count) or one that floods the router with messages is terminated and the plugin is
+// quarantined: skipped until its file changes (a changed file is a new
+// cage). Hooks (onRouted, onCompleted, dispose) are queued and travel with
+// the next call, in order, so they cost no round trip of their own.
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { deserialize, serialize } from 'node:v8';
+import { Worker } from 'node:worker_threads';
+import { build } from 'esbuild';
+import type { Candidate, Logger, PickResult, RoutedRequest, StrategyContext, StrategyInstance } from '../../../sdk/types.ts';
+import { readPickAnswer, StringTable, writeCandidates, writeRequest } from './codec.ts';
+import { CageSkip } from './skip.ts';
+import {
+  A_DONE,
+  A_STATE,
+  A_THREW,
+  ANSWER_AT,
+  ANSWER_BYTES,
+  ANSWER_SEQ,
+  ANSWERED,
+  CALL_AT,
+  CALL_BYTES,
+  CALL_REGION,
+  CALL_SEQ,
+  CALLING,
+  EXTERNAL_MB,
+  HASH_COUNT,
+  HASH_REGION,
+  HASHES_AT,
+  HASHES_GIVEN,
+  IDLE,
+  NEEDS_HASHES,
+  OP_COMPLETED,
+  OP_CREATE,
+  OP_DISPOSE,
+  OP_END,
+  OP_EXPORT,
+  OP_PICK,
+  OP_ROUTED,
+  Reader,
+  SHARED_BYTES,
+  STATE,
+  WireOverflow,
+  Writer,
+} from './wire.ts';
+
+export interface CageLimits {
+  /** Longest the router waits for one pick, ms; past it the chain goes on without the plugin. */
+  readonly callTimeoutMs: number;
+  /** A call still running this long means a stuck worker: terminated, plugin quarantined. */
+  readonly stuckAfterMs: number;
+  /** create() and exportState(): they may build tables, so longer. */
+  readonly setupTimeoutMs: number;
+  /** The worker's heap (old generation), MB: past it the worker dies, the router does not. */
+  readonly heapMb: number;
+  /** Starting the worker and importing the plugin. */
+  readonly startTimeoutMs: number;
+  /**
+   * Both sides busy-wait this long before parking. Back-to-back calls then
+   * skip a futex wake, but on a machine whose cores are busy the spinning
+   * thread takes CPU from the one it waits for (bench:pick): default 0.
+   */
+  readonly spinMicros: number;
+  /** Worker messages (log lines, output chunks) per second past which it is flooding. */
+  readonly maxMessagesPerSecond: number;
+}
+
+export const DEFAULT_CAGE_LIMITS: CageLimits = {
+  callTimeoutMs: 20,
+  stuckAfterMs: 1000,
+  setupTimeoutMs: 2000,
+  heapMb: 64,
+  startTimeoutMs: 15_000,
+  spinMicros: 0,
+  maxMessagesPerSecond: 2000,
+};
+
+export type QuarantineReason = 'stuck' | 'crashed' | 'memory' | 'flooding';
+
+export interface CageStatus {
+  readonly isolated: true;
+  readonly state: 'running' | 'quarantined' | 'stopped';
+  readonly quarantine?: { readonly reason: QuarantineReason; readonly detail: string; readonly at: string };
+  readonly instances: number;
+  readonly calls: number;
+  readonly timeouts: number;
+  readonly busySkips: number;
+  readonly threw: number;
+  readonly limits: { readonly callTimeoutMs: number; readonly stuckAfterMs: number; readonly heapMb: number };
+}
+
+/** What the plugin module turned out to be. */
+export type CageStart =
+  | { readonly kind: 'ready'; readonly cage: PluginCage; readonly definition: DescribedDefinition }
+  | { readonly kind: 'refused'; readonly hasDefault: boolean; readonly exports: readonly string[]; readonly problems: readonly string[] }
+  | { readonly kind: 'threw'; readonly error: Error }
+  | { readonly kind: 'failed'; readonly message: string };
+
+export interface DescribedDefinition {
+  readonly name: string;
+  readonly version: string;
+  readonly sdk: string;
+  readonly description?: string;
+  readonly configSchema?: Record<string, unknown>;
+}
+
+interface QueuedHook {
+  readonly op: number;
+  readonly instance: number;
+  readonly now: number;
+  readonly request?: RoutedRequest;
+  readonly replica?: string;
+  readonly ok?: boolean;
+}
+
+/** Hooks wait for the next call; this many force a call of their own. */
+const MAX_QUEUED_HOOKS = 256;
+const MAX_HASHES = HASH_REGION / 8;
+/** Plugin log lines passed on per 10 s; the rest are counted. */
+const LOG_LINES_PER_WINDOW = 20;
+
+const WORKER_ENTRY = fileURLToPath(new URL('./worker.ts', import.meta.url));
+let workerScript: Promise<string> | undefined;
+
+/** The worker's code, bundled once per process into a file named by its hash. */
+function workerScriptPath(): Promise<string> {
+  const made = (workerScript ??= build({ entryPoints: [WORKER_ENTRY], bundle: true, write: false, format: 'esm', platform: 'node', target: 'node20', logLevel: 'silent' }).then(
+    (output) => {
+      const code = output.outputFiles[0].text;
+      const dir = join(tmpdir(), 'switchyard-cage');
+      mkdirSync(dir, { recursive: true });
+      const path = join(dir, `worker.${createHash('sha256').update(code).digest('hex').slice(0, 16)}.mjs`);
+      if (!existsSync(path)) writeFileSync(path, code);
+      return path;
+    },
+  ));
+  return made.then((path) => (existsSync(path) ? path : ((workerScript = undefined), workerScriptPath())));
+}
+
+export class PluginCage {
+  readonly file: string;
+  readonly limits: CageLimits;
+  readonly #log?: Logger;
+  readonly #worker: Worker;
+  readonly #ctrl: Int32Array;
+  readonly #shared: SharedArrayBuffer;
+  readonly #hashes: DataView;
+  readonly #call: Writer;
+  readonly #strings = new StringTable();
+  readonly #instances = new Map<number, CagedInstance>();
+  #queue: QueuedHook[] = [];
+  /** Requests of the message being answered, by op index: the worker may ask for their prefix hashes. */
+  #requests: (RoutedRequest | undefined)[] = [];
+  #nextInstance = 1;
+  #seq = 0;
+  #state: CageStatus['state'] = 'running';
+  #quarantine?: CageStatus['quarantine'];
+  #retired = false;
+  #busySince = 0;
+  #stuckTimer?: NodeJS.Timeout;
+  #lastExitError?: string;
+  #window = { start: 0, messages: 0, logStart: 0, logs: 0 };
+  #stats = { calls: 0, timeouts: 0, busySkips: 0, threw: 0 };
+
+  /** Starts a worker for the compiled plugin module at `moduleUrl` and reads its definition. */
+  static async start(moduleUrl: string, file: string, limits: CageLimits = DEFAULT_CAGE_LIMITS, log?: Logger): Promise<CageStart> {
+    const script = await workerScriptPath();
+    const shared = new SharedArrayBuffer(SHARED_BYTES);
+    const worker = new Worker(pathToFileURL(script), {
+      workerData: { shared, moduleUrl, spinMicros: limits.spinMicros },
+      // The router's environment holds its secrets (the admin token): none of it goes in.
+      env: {},
+      argv: [],
+      execArgv: [],
+      resourceLimits: { maxOldGenerationSizeMb: limits.heapMb, maxYoungGenerationSizeMb: Math.max(4, Math.ceil(limits.heapMb / 8)), stackSizeMb: 4 },
+      name: `switchyard plugin ${file}`,
+    });
+    worker.unref();
+    const first = await new Promise<{ type: string; [key: string]: unknown }>((resolve) => {
+      const timer = setTimeout(() => resolve({ type: 'failed', message: `did not finish loading within ${limits.startTimeoutMs} ms` }), limits.startTimeoutMs);
+      const done = (message: { type: string; [key: string]: unknown }) => {
+        clearTimeout(timer);
+        worker.off('message', done);
+        resolve(message);
+      };
+      worker.on('message', done);
+      worker.once('error', (error) => done({ type: 'failed', message: `its worker failed while loading: ${error.message}` }));
+      worker.once('exit', (code) => done({ type: 'failed', message: `its worker exited while loading (code ${code})` }));
+    });
+    const definition = first.definition as DescribedDefinition | undefined;
+    if (first.type === 'ready' && definition) {
+      const cage = new PluginCage(worker, shared, file, limits, log);
+      return { kind: 'ready', cage, definition };
+    }
+    void worker.terminate();
+    if (first.type === 'ready') {
+      return { kind: 'refused', hasDefault: first.hasDefault === true, exports: (first.exports as string[]) ?? [], problems: (first.problems as string[]) ?? [] };
+    }
+    if (first.type === 'load-error') return { kind: 'threw', error: Object.assign(new Error(String(first.message)), { stack: String(first.stack) }) };
+    return { kind: 'failed', message: String(first.message) };
+  }
+
+  private constructor(worker: Worker, shared: SharedArrayBuffer, file: string, limits: CageLimits, log?: Logger) {
+    this.#worker = worker;
+    this.#shared = shared;
+    this.file = file;
+    this.limits = limits;
+    this.#log = log;
+    this.#ctrl = new Int32Array(shared, 0, 16);
+    this.#hashes = new DataView(shared, HASHES_AT, HASH_REGION);
+    this.#call = new Writer(shared, CALL_AT, CALL_REGION);
+    worker.on('message', (message: { type?: string }) => this.#onMessage(message));
+    worker.on('error', (error) => (this.#lastExitError = error.message));
+    worker.on('exit', (code) => {
+      if (this.#state !== 'running') return;
+      this.#quarantineNow('crashed', `its worker exited (code ${code}${this.#lastExitError ? `: ${this.#lastExitError}` : ''})`);
+    });
+    // A 'message' listener refs the worker again: a plugin must never keep the process alive.
+    worker.unref();
+  }
+
+  get state(): CageStatus['state'] {
+    return this.#state;
+  }
+
+  status(): CageStatus {
+    return {
+      isolated: true,
+      state: this.#state,
+      quarantine: this.#quarantine,
+      instances: this.#instances.size,
+      ...this.#stats,
+      limits: { callTimeoutMs: this.limits.callTimeoutMs, stuckAfterMs: this.limits.stuckAfterMs, heapMb: this.limits.heapMb },
+    };
+  }
+
+  /** Creates an instance in the worker (synchronously, like an inline create()). */
+  create(config: unknown, ctx: StrategyContext): CagedInstance {
+    if (this.#state !== 'running') throw new Error(this.#unavailable());
+    const id = this.#nextInstance++;
+    // The worker gets a seed drawn from the router's seeded source: the same seed, the same picks.
+    const seed = Math.floor((typeof ctx.random === 'function' ? ctx.random() : Math.random()) * 0x1_0000_0000);
+    const init = { config, pool: ctx.pool, weights: ctx.loadScoreWeights, seed, previousState: ctx.previousState };
+    let payload: Buffer;
+    try {
+      payload = serialize(init);
+    } catch (error) {
+      ctx.log?.warn(`strategy state handed over on reload is not cloneable (${(error as Error).message}); the new instance starts empty`);
+      payload = serialize({ ...init, previousState: undefined });
+    }
+    const answer = this.#setupCall(OP_CREATE, id, now(ctx), payload);
+    if (answer.kind === A_THREW) throw new Error(answer.message);
+    const instance = new CagedInstance(this, id, answer.flags, ctx);
+    this.#instances.set(id, instance);
+    return instance;
+  }
+
+  /** One pick; throws CageSkip when the plugin gives no usable answer in time. */
+  pick(instance: CagedInstance, request: RoutedRequest, candidates: readonly Candidate[]): PickResult {
+    const w = this.#begin();
+    try {
+      this.#requests.push(request);
+      w.u8(OP_PICK);
+      w.i32(instance.id);
+      w.f64(now(instance.ctx));
+      writeRequest(w, this.#strings, request);
+      writeCandidates(w, this.#strings, candidates);
+      w.u8(OP_END);
+    } catch (error) {
+      this.#abandon();
+      if (error instanceof WireOverflow) throw new CageSkip('busy', 'too many candidates for the cage', `${candidates.length} candidates do not fit the cage's buffer`);
+      throw error;
+    }
+    this.#stats.calls++;
+    const started = performance.now();
+    if (!this.#send(this.limits.callTimeoutMs)) {
+      this.#stats.timeouts++;
+      throw new CageSkip('timeout', 'no answer within its time budget', `no answer within ${this.limits.callTimeoutMs} ms (${(performance.now() - started).toFixed(1)} ms waited)`);
+    }
+    let answer;
+    try {
+      answer = readPickAnswer(new Reader(this.#shared, ANSWER_AT, Atomics.load(this.#ctrl, ANSWER_BYTES)), candidates);
+    } catch (error) {
+      throw new CageSkip('bad_answer', 'answered something unreadable', `unreadable answer: ${(error as Error).message}`);
+    }
+    instance.lastPickMs = answer.pluginMs;
+    const external = Atomics.load(this.#ctrl, EXTERNAL_MB);
+    if (external > this.limits.heapMb) this.#quarantineNow('memory', `holds ${external} MB off its heap (buffers), over its ${this.limits.heapMb} MB limit`);
+    if (answer.kind === 'threw') {
+      this.#stats.threw++;
+      throw new Error(answer.message);
+    }
+    return answer.result;
+  }
+
+  /** Queues a hook; it reaches the worker with the next call, in order. */
+  queueHook(instance: CagedInstance, op: number, request?: RoutedRequest, replica?: string, ok?: boolean): void {
+    if (this.#state !== 'running') return;
+    this.#queue.push({ op, instance: instance.id, now: now(instance.ctx), request, replica, ok });
+    if (this.#queue.length >= MAX_QUEUED_HOOKS) this.#flush();
+  }
+
+  exportState(instance: CagedInstance): unknown {
+    if (this.#state !== 'running') return undefined;
+    const answer = this.#setupCall(OP_EXPORT, instance.id, now(instance.ctx));
+    if (answer.kind === A_THREW) throw new Error(answer.message);
+    return answer.state;
+  }
+
+  /** An instance is done with; the last one of a retired cage stops the worker. */
+  release(instance: CagedInstance): void {
+    if (!this.#instances.delete(instance.id)) return;
+    this.queueHook(instance, OP_DISPOSE);
+    if (this.#retired && this.#instances.size === 0) void this.close();
+  }
+
+  /** The loader has a newer version of the file: stop once no snapshot uses this one. */
+  retire(): void {
+    this.#retired = true;
+    if (this.#instances.size === 0) void this.close();
+  }
+
+  async close(): Promise<void> {
+    if (this.#state === 'stopped') return;
+    if (this.#state === 'running') this.#state = 'stopped';
+    this.#queue = [];
+    clearTimeout(this.#stuckTimer);
+    await this.#worker.terminate().catch(() => {});
+  }
+
+  // ---- the call itself ----
+
+  /** Starts a message: checks the cage can take a call, then writes the queued hooks. */
+  #begin(): Writer {
+    if (this.#state !== 'running') throw new CageSkip('quarantined', this.#state === 'quarantined' ? 'quarantined' : 'stopped', this.#unavailable());
+    if (this.#busy()) {
+      this.#stats.busySkips++;
+      if (performance.now() - this.#busySince >= this.limits.stuckAfterMs) {
+        this.#quarantineNow('stuck', `a call has been running for over ${this.limits.stuckAfterMs} ms`);
+        throw new CageSkip('quarantined', 'quarantined', this.#unavailable());
+      }
+      throw new CageSkip('busy', 'still busy with an earlier call', 'its worker is still busy with an earlier call');
+    }
+    const w = this.#call;
+    const requests = this.#requests;
+    requests.length = 0;
+    w.reset();
+    try {
+      w.i32(this.#strings.flags());
+      const queue = this.#queue;
+      for (let i = 0; i < queue.length; i++) {
+        const hook = queue[i];
+        w.u8(hook.op);
+        w.i32(hook.instance);
+        requests.push(hook.request);
+        if (hook.op === OP_DISPOSE) continue;
+        w.f64(hook.now);
+        writeRequest(w, this.#strings, hook.request!);
+        this.#strings.write(w, hook.replica!);
+        if (hook.op === OP_COMPLETED) w.u8(hook.ok ? 1 : 0);
+      }
+    } catch (error) {
+      if (!(error instanceof WireOverflow)) throw error;
+      // Hooks that don't fit are dropped: the plugin's own bookkeeping drifts, the router does not stall.
+      this.#abandon();
+      this.#queue = [];
+      this.#log?.warn('plugin hooks dropped: too many queued for one message', { plugin: this.file });
+      return this.#begin();
+    }
+    this.#queue = [];
+    return w;
+  }
+
+  #abandon(): void {
+    this.#strings.clear();
+    this.#requests.length = 0;
+  }
+
+  #busy(): boolean {
+    const state = Atomics.load(this.#ctrl, STATE);
+    return state === CALLING || state === NEEDS_HASHES || state === HASHES_GIVEN;
+  }
+
+  /** Sends the written message and waits for the answer; false when it did not come in time. */
+  #send(timeoutMs: number): boolean {
+    const ctrl = this.#ctrl;
+    const seq = (this.#seq = (this.#seq + 1) | 0);
+    Atomics.store(ctrl, CALL_BYTES, this.#call.length);
+    Atomics.store(ctrl, CALL_SEQ, seq);
+    Atomics.store(ctrl, STATE, CALLING);
+    Atomics.notify(ctrl, STATE);
+    const started = performance.now();
+    const deadline = started + timeoutMs;
+    const spinUntil = started + this.limits.spinMicros / 1000;
+    for (;;) {
+      const state = Atomics.load(ctrl, STATE);
+      if (state === ANSWERED && Atomics.load(ctrl, ANSWER_SEQ) === seq) {
+        this.#requests.length = 0;
+        return true;
+      }
+      if (state === NEEDS_HASHES) {
+        this.#giveHashes();
+        continue;
+      }
+      const t = performance.now();
+      if (t >= deadline) break;
+      if (t < spinUntil) continue;
+      Atomics.wait(ctrl, STATE, state, deadline - t);
+    }
+    this.#requests.length = 0;
+    this.#busySince = started;
+    clearTimeout(this.#stuckTimer);
+    // Checked again without traffic: a looping worker burns a core until terminated.
+    this.#stuckTimer = setTimeout(() => {
+      if (this.#state === 'running' && this.#busy() && Atomics.load(ctrl, CALL_SEQ) === seq) {
+        this.#quarantineNow('stuck', `a call has been running for over ${this.limits.stuckAfterMs} ms`);
+      }
+    }, this.limits.stuckAfterMs).unref();
+    return false;
+  }
+
+  #giveHashes(): void {
+    const ctrl = this.#ctrl;
+    const request = this.#requests[Atomics.load(ctrl, HASH_COUNT)];
+    const hashes = request ? request.prefixHashes : [];
+    const count = Math.min(hashes.length, MAX_HASHES);
+    for (let i = 0; i < count; i++) this.#hashes.setFloat64(i * 8, hashes[i], true);
+    Atomics.store(ctrl, HASH_COUNT, count);
+    Atomics.store(ctrl, STATE, HASHES_GIVEN);
+    Atomics.notify(ctrl, STATE);
+  }
+
+  /** create() and exportState(): rare, so they may wait for a busy worker and take longer. */
+  #setupCall(op: number, id: number, clock: number, payload?: Uint8Array): { kind: number; message: string; flags: number; state?: unknown } {
+    this.#awaitIdle(this.limits.stuckAfterMs);
+    const w = this.#begin();
+    w.u8(op);
+    w.i32(id);
+    if (op === OP_CREATE) {
+      w.f64(clock);
+      if (payload!.length > CALL_REGION - w.length - 16) throw new Error('the config and handed-over state are too large for the cage');
+      w.bytes(payload!);
+    }
+    w.u8(OP_END);
+    if (!this.#send(this.limits.setupTimeoutMs)) {
+      const what = op === OP_CREATE ? 'create()' : 'exportState()';
+      this.#quarantineNow('stuck', `${what} did not return within ${this.limits.setupTimeoutMs} ms`);
+      throw new Error(`${what} did not return within ${this.limits.setupTimeoutMs} ms; ${this.#unavailable()}`);
+    }
+    const r = new Reader(this.#shared, ANSWER_AT, Atomics.load(this.#ctrl, ANSWER_BYTES));
+    const kind = r.u8();
+    if (kind === A_THREW) {
+      r.f64();
+      return { kind, message: r.str(500), flags: 0 };
+    }
+    if (kind === A_DONE) return { kind, message: '', flags: op === OP_CREATE ? r.u8() : 0 };
+    if (kind === A_STATE) return { kind, message: '', flags: 0, state: deserialize(r.bytes(CALL_REGION)) };
+    throw new Error(`unexpected answer ${kind} from the plugin worker`);
+  }
+
+  #awaitIdle(ms: number): void {
+    const deadline = performance.now() + ms;
+    for (let state = Atomics.load(this.#ctrl, STATE); this.#busy(); state = Atomics.load(this.#ctrl, STATE)) {
+      const left = deadline - performance.now();
+      if (left <= 0) return;
+      Atomics.wait(this.#ctrl, STATE, state, left);
+    }
+  }
+
+  /** Queued hooks with no call to ride on. */
+  #flush(): void {
+    try {
+      const w = this.#begin();
+      w.u8(OP_END);
+      this.#send(this.limits.callTimeoutMs);
+    } catch (error) {
+      if (!(error instanceof CageSkip)) throw error;
+      this.#queue = [];
+    }
+  }
+
+  // ---- faults ----
+
+  #quarantineNow(reason: QuarantineReason, detail: string): void {
+    if (this.#state !== 'running') return;
+    this.#state = 'quarantined';
+    this.#quarantine = { reason, detail, at: new Date().toISOString() };
+    this.#queue = [];
+    clearTimeout(this.#stuckTimer);
+    this.#log?.warn(`plugin ${this.file} quarantined (${reason}): ${detail}; it is skipped until its file changes`, { plugin: this.file, reason, detail });
+    void this.#worker.terminate().catch(() => {});
+    Atomics.store(this.#ctrl, STATE, IDLE);
+  }
+
+  #unavailable(): string {
+    if (this.#state === 'quarantined') return `the plugin is quarantined (${this.#quarantine!.reason}: ${this.#quarantine!.detail}) until its file changes`;
+    return 'the plugin was unloaded';
+  }
+
+  /** Counts what the worker sends: past the limit per second, it is flooding the router. */
+  #tick(): boolean {
+    const window = this.#window;
+    const t = Date.now();
+    if (t - window.start >= 1000) {
+      window.start = t;
+      window.messages = 0;
+    }
+    if (++window.messages > this.limits.maxMessagesPerSecond) {
+      this.#quarantineNow('flooding', `sent over ${this.limits.maxMessagesPerSecond} messages in a second`);
+      return false;
+    }
+    return true;
+  }
+
+  /** At most LOG_LINES_PER_WINDOW lines of a plugin's output per 10 s reach the router's log. */
+  #logAllowed(): boolean {
+    const window = this.#window;
+    const t = Date.now();
+    if (t - window.logStart >= 10_000) {
+      window.logStart = t;
+      window.logs = 0;
+    }
+    return ++window.logs <= LOG_LINES_PER_WINDOW;
+  }
+
+  #onMessage(message: { type?: string; [key: string]: unknown }): void {
+    if (!this.#tick() || message === null || typeof message !== 'object') return;
+    if (message.type === 'log') {
+      const instance = this.#instances.get(Number(message.instance));
+      if (!instance || !this.#logAllowed()) return;
+      const text = String(message.message).slice(0, 1000);
+      const fields = message.fields !== null && typeof message.fields === 'object' ? boundedFields(message.fields as Record<string, unknown>) : undefined;
+      if (message.level === 'warn') instance.ctx.log?.warn(text, fields);
+      else instance.ctx.log?.info(text, fields);
+    } else if (message.type === 'output' && this.#logAllowed()) {
+      this.#log?.info(`plugin ${this.file} printed: ${String(message.text).slice(0, 500).trimEnd()}`, { plugin: this.file });
+    } else if (message.type === 'hook-error' && this.#logAllowed()) {
+      this.#log?.warn(`plugin ${this.file}: ${String(message.hook).slice(0, 20)}() threw: ${String(message.message).slice(0, 500)}`, { plugin: this.file });
+    }
+  }
+}
+
+/** What a plugin's log fields may carry into the router's log: a few short scalars. */
+function boundedFields(fields: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  let n = 0;
+  for (const key of Object.keys(fields)) {
+    if (n++ >= 16) break;
+    const value = fields[key];
+    out[key.slice(0, 64)] = typeof value === 'number' || typeof value === 'boolean' ? value : String(value).slice(0, 200);
+  }
+  return out;
+}
+
+function now(ctx: StrategyContext): number {
+  return typeof ctx.now === 'function' ? ctx.now() : Date.now();
+}
+
+/** The router's handle on one instance living in a cage: a StrategyInstance like any other. */
+export class CagedInstance implements StrategyInstance {
+  /** How long the plugin itself spent on the last pick, ms (the round trip excluded): what its budget is held to. */
+  lastPickMs = 0;
+  readonly #cage: PluginCage;
+  readonly #flags: number;
+  #disposed = false;
+
+  constructor(
+    cage: PluginCage,
+    readonly id: number,
+    flags: number,
+    readonly ctx: StrategyContext,
+  ) {
+    this.#cage = cage;
+    this.#flags = flags;
+  }
+
+  pick(request: RoutedRequest, candidates: readonly Candidate[]): PickResult {
+    return this.#cage.pick(this, request, candidates);
+  }
+
+  onRouted(request: RoutedRequest, replica: string): void {
+    if (this.#flags & 1) this.#cage.queueHook(this, OP_ROUTED, request, replica);
+  }
+
+  onCompleted(request: RoutedRequest, replica: string, ok: boolean): void {
+    if (this.#flags & 2) this.#cage.queueHook(this, OP_COMPLETED, request, replica, ok);
+  }
+
+  exportState(): unknown {
+    return this.#flags & 4 ? this.#cage.exportState(this) : undefined;
+  }
+
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    this.#cage.release(this);
+  }
+}

@@ -1,0 +1,277 @@
+// The plugin side of the cage: runs in a worker thread, imports one plugin
+// module, and serves the router's calls through shared memory. Bundled on
+// its own (esbuild) and started with an empty environment, no inherited
+// flags and a capped heap (see cage.ts). Everything the router reads back
+// is bounded by the codec; nothing here is trusted by the router.
+import { deserialize, getHeapStatistics, serialize } from 'node:v8';
+import { parentPort, workerData } from 'node:worker_threads';
+import { definitionProblems } from '../../../sdk/definition-checks.ts';
+import { seededRandom } from '../../../sdk/random.ts';
+import type { StrategyDefinition, StrategyInstance } from '../../../sdk/types.ts';
+import { readCandidates, StringList, WorkerRequest, writePickAnswer, writeThrew } from './codec.ts';
+import {
+  A_DONE,
+  A_STATE,
+  ANSWER_AT,
+  ANSWER_BYTES,
+  ANSWER_REGION,
+  ANSWER_SEQ,
+  ANSWERED,
+  CALL_AT,
+  CALL_BYTES,
+  CALL_REGION,
+  CALL_SEQ,
+  CALLING,
+  EXTERNAL_MB,
+  FLAG_RESET_STRINGS,
+  HASH_COUNT,
+  HASHES_AT,
+  HASHES_GIVEN,
+  NEEDS_HASHES,
+  OP_COMPLETED,
+  OP_CREATE,
+  OP_DISPOSE,
+  OP_END,
+  OP_EXPORT,
+  OP_PICK,
+  OP_ROUTED,
+  Reader,
+  STATE,
+  Writer,
+} from './wire.ts';
+
+interface CageData {
+  readonly shared: SharedArrayBuffer;
+  readonly moduleUrl: string;
+  /** Busy-wait this long for the next call before parking (CageLimits.spinMicros). */
+  readonly spinMicros: number;
+}
+
+/** Parked this long at most, then timers and promises of the plugin get a turn. */
+const PARK_MS = 50;
+
+const port = parentPort!;
+const { shared, moduleUrl, spinMicros } = workerData as CageData;
+const ctrl = new Int32Array(shared, 0, 16);
+const hashes = new DataView(shared, HASHES_AT);
+const answer = new Writer(shared, ANSWER_AT, ANSWER_REGION);
+const strings = new StringList();
+const instances = new Map<number, StrategyInstance>();
+let clock = 0;
+let hookErrors = 0;
+let lastHookReport = 0;
+let lastMemoryReport = 0;
+/** How often the worker reports its off-heap memory, ms. */
+const MEMORY_REPORT_MS = 50;
+
+// What the plugin prints goes to the router as messages it counts and rate-limits (a chatty or
+// flooding plugin is seen there), not through the process's own stdout.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.write = ((chunk: unknown, ...rest: unknown[]) => {
+    port.postMessage({ type: 'output', text: String(chunk).slice(0, 500) });
+    const callback = rest.find((r) => typeof r === 'function') as (() => void) | undefined;
+    callback?.();
+    return true;
+  }) as typeof stream.write;
+}
+
+async function main(): Promise<void> {
+  let namespace: { default?: unknown };
+  try {
+    namespace = await import(moduleUrl);
+  } catch (error) {
+    port.postMessage({ type: 'load-error', message: messageOf(error), stack: error instanceof Error ? String(error.stack ?? '') : '' });
+    return;
+  }
+  const definition = namespace.default as StrategyDefinition<unknown> | undefined;
+  const problems = definition === undefined ? [] : definitionProblems(definition);
+  const described = definition && problems.length === 0
+    ? { name: definition.name, version: definition.version, sdk: definition.sdk, description: typeof definition.description === 'string' ? definition.description : undefined, configSchema: definition.configSchema }
+    : undefined;
+  try {
+    port.postMessage({ type: 'ready', exports: Object.keys(namespace), hasDefault: definition !== undefined, problems, definition: described });
+  } catch {
+    port.postMessage({ type: 'ready', exports: [], hasDefault: true, problems: ['"configSchema" must be plain data (a JSON Schema object)'] });
+    return;
+  }
+  if (described) serve(definition!);
+}
+
+function serve(definition: StrategyDefinition<unknown>): void {
+  let seen = Atomics.load(ctrl, CALL_SEQ);
+  const loop = (): void => {
+    for (;;) {
+      let state = Atomics.load(ctrl, STATE);
+      if (state !== CALLING || Atomics.load(ctrl, CALL_SEQ) === seen) {
+        const spinUntil = performance.now() + spinMicros / 1000;
+        while ((state = Atomics.load(ctrl, STATE)) !== CALLING && performance.now() < spinUntil);
+        if (state !== CALLING) {
+          if (Atomics.wait(ctrl, STATE, state, PARK_MS) === 'timed-out') {
+            setImmediate(loop); // let the plugin's own timers and promises run
+            return;
+          }
+          continue;
+        }
+      }
+      seen = Atomics.load(ctrl, CALL_SEQ);
+      handle(definition, seen);
+    }
+  };
+  loop();
+}
+
+function handle(definition: StrategyDefinition<unknown>, seq: number): void {
+  answer.reset();
+  try {
+    const r = new Reader(shared, CALL_AT, Atomics.load(ctrl, CALL_BYTES));
+    if (r.i32() & FLAG_RESET_STRINGS) strings.clear();
+    let index = 0;
+    let answered = false;
+    for (let op = r.u8(); op !== OP_END; op = r.u8(), index++) {
+      const id = r.i32();
+      switch (op) {
+        case OP_PICK: {
+          clock = r.f64();
+          const opIndex = index;
+          const request = new WorkerRequest(r, strings, () => fetchHashes(opIndex));
+          const candidates = readCandidates(r, strings);
+          const instance = instances.get(id);
+          const started = performance.now();
+          try {
+            if (!instance) throw new Error(`no instance ${id}`);
+            const result = instance.pick(request, candidates);
+            writePickAnswer(answer, result, candidates, performance.now() - started);
+          } catch (error) {
+            answer.reset();
+            writeThrew(answer, error, performance.now() - started);
+          }
+          answered = true;
+          break;
+        }
+        case OP_ROUTED:
+        case OP_COMPLETED: {
+          clock = r.f64();
+          const opIndex = index;
+          const request = new WorkerRequest(r, strings, () => fetchHashes(opIndex));
+          const replica = strings.read(r);
+          const ok = op === OP_COMPLETED ? r.u8() === 1 : true;
+          const instance = instances.get(id);
+          try {
+            if (op === OP_ROUTED) instance?.onRouted?.(request, replica);
+            else instance?.onCompleted?.(request, replica, ok);
+          } catch (error) {
+            hookError(op === OP_ROUTED ? 'onRouted' : 'onCompleted', id, error);
+          }
+          break;
+        }
+        case OP_DISPOSE: {
+          const instance = instances.get(id);
+          instances.delete(id);
+          try {
+            instance?.dispose?.();
+          } catch (error) {
+            hookError('dispose', id, error);
+          }
+          break;
+        }
+        case OP_CREATE: {
+          clock = r.f64();
+          const init = deserialize(r.bytes(CALL_REGION)) as {
+            config: unknown;
+            pool: string;
+            weights: { kvUsage: number; queue: number; running: number };
+            seed: number;
+            previousState: unknown;
+          };
+          try {
+            const instance = definition.create(init.config, {
+              random: seededRandom(init.seed),
+              now: () => clock,
+              log: logger(id),
+              pool: init.pool,
+              loadScoreWeights: init.weights,
+              previousState: init.previousState,
+            });
+            if (instance === null || typeof instance !== 'object' || typeof instance.pick !== 'function') throw new Error('create() must return an object with a pick() method');
+            instances.set(id, instance);
+            answer.u8(A_DONE);
+            answer.u8((instance.onRouted ? 1 : 0) | (instance.onCompleted ? 2 : 0) | (instance.exportState ? 4 : 0) | (instance.dispose ? 8 : 0));
+          } catch (error) {
+            answer.reset();
+            writeThrew(answer, error, 0);
+          }
+          answered = true;
+          break;
+        }
+        case OP_EXPORT: {
+          try {
+            const bytes = serialize(instances.get(id)?.exportState?.());
+            answer.u8(A_STATE);
+            answer.bytes(bytes);
+          } catch (error) {
+            answer.reset();
+            writeThrew(answer, error, 0);
+          }
+          answered = true;
+          break;
+        }
+        default:
+          throw new RangeError(`unknown op ${op}`);
+      }
+    }
+    if (!answered) answer.u8(A_DONE);
+  } catch (error) {
+    answer.reset();
+    writeThrew(answer, error, 0);
+  }
+  Atomics.store(ctrl, ANSWER_BYTES, answer.length);
+  Atomics.store(ctrl, ANSWER_SEQ, seq);
+  Atomics.store(ctrl, STATE, ANSWERED);
+  Atomics.notify(ctrl, STATE);
+  // After the answer: the router is not kept waiting for it.
+  const t = performance.now();
+  if (t - lastMemoryReport >= MEMORY_REPORT_MS) {
+    lastMemoryReport = t;
+    Atomics.store(ctrl, EXTERNAL_MB, Math.round(getHeapStatistics().external_memory / 1048576));
+  }
+}
+
+/** Asks the router for the prefix hashes of the request at op `opIndex` of this call, and waits. */
+function fetchHashes(opIndex: number): readonly number[] {
+  Atomics.store(ctrl, HASH_COUNT, opIndex);
+  Atomics.store(ctrl, STATE, NEEDS_HASHES);
+  Atomics.notify(ctrl, STATE);
+  Atomics.wait(ctrl, STATE, NEEDS_HASHES, 1000);
+  if (Atomics.load(ctrl, STATE) !== HASHES_GIVEN) return [];
+  const count = Math.max(0, Math.min(Atomics.load(ctrl, HASH_COUNT), 8192));
+  const list = new Array<number>(count);
+  for (let i = 0; i < count; i++) list[i] = hashes.getFloat64(i * 8, true);
+  Atomics.store(ctrl, STATE, CALLING);
+  return list;
+}
+
+function logger(instance: number) {
+  const send = (level: string) => (message: string, fields?: Record<string, unknown>) => {
+    try {
+      port.postMessage({ type: 'log', level, instance, message: String(message).slice(0, 1000), fields });
+    } catch {
+      port.postMessage({ type: 'log', level, instance, message: String(message).slice(0, 1000) });
+    }
+  };
+  return { info: send('info'), warn: send('warn') };
+}
+
+function hookError(hook: string, instance: number, error: unknown): void {
+  hookErrors++;
+  const now = performance.now();
+  if (now - lastHookReport < 1000) return;
+  lastHookReport = now;
+  port.postMessage({ type: 'hook-error', hook, instance, message: messageOf(error).slice(0, 500), count: hookErrors });
+  hookErrors = 0;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+void main();
