@@ -41,6 +41,6 @@ export class PickBudget {
       this.suspendedUntil = clock() + SUSPENSION_MS;
       this.overrunsAt = [];
     }
-    return `${elapsedMs === Infinity ? 'no answer from its worker in time' : `pick took ${elapsedMs.toFixed(2)} ms`} (budget ${budgetMs} ms)${suspend ? `; suspended for ${SUSPENSION_MS / 1000} s` : ''}`;
+    return `pick took ${elapsedMs.toFixed(2)} ms (budget ${budgetMs} ms)${suspend ? `; suspended for ${SUSPENSION_MS / 1000} s` : ''}`;
   }
 }

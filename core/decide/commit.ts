@@ -32,7 +32,8 @@ export function commit(decision: Decision, env: DecideEnv, hooks: CommitHooks = 
       const elapsed = pickMs[i];
       if (Number.isNaN(elapsed)) continue;
       const overrun = pool.chain[i].budget.count(elapsed, budgetMs, env.clock);
-      if (overrun) hooks.onFault?.(pool, pool.chain[i].name, elapsed === Infinity ? 'timeout' : 'over_budget', overrun);
+      // A caged pick that timed out (Infinity) was reported as a timeout already: it only counts here.
+      if (overrun && elapsed !== Infinity) hooks.onFault?.(pool, pool.chain[i].name, 'over_budget', overrun);
     }
   }
   if (!decision.admitted) return;

@@ -65,9 +65,9 @@ export function chooseReplica(
       result = slot.instance.pick(request, preferred);
     } catch (error) {
       if (error instanceof CageSkip) {
-        // No answer in time counts as an overrun (commit() books it); busy and quarantined were reported when they began.
+        // No answer in time is reported once and counts as an overrun (commit() books it); busy and quarantined were reported when they began.
         if (error.fault === 'timeout' && timed) pickMs[i] = Infinity;
-        if (error.fault === 'bad_answer' || (error.fault === 'timeout' && !timed)) {
+        if (error.fault === 'bad_answer' || error.fault === 'timeout') {
           (incidents === NO_INCIDENTS ? (incidents = []) : incidents).push({ strategy: slot.name, fault: error.fault, detail: cleanReason(error.message) });
         }
         const suspends = error.fault === 'timeout' && timed && slot.budget.wouldSuspend(Infinity, budgetMs);

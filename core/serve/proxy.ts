@@ -201,7 +201,7 @@ async function send(
   const started = performance.now();
   const headers = ['x-request-id', request.id, 'x-switchyard-model', `${decision.model}@${decision.version}`];
   // Where it went and why are opt-in (settings or tenant decision_headers: full): replica ids and plugin reasons stay in.
-  if ((snapshot.tenantsById.get(decision.tenant!)?.decisionHeaders ?? snapshot.settings.decisionHeaders) === 'full') {
+  if ((snapshot.tenantsById.get(decision.tenant)?.decisionHeaders ?? snapshot.settings.decisionHeaders) === 'full') {
     headers.push('x-switchyard-pool', pool.name, 'x-switchyard-replica', replica.id, 'x-switchyard-reason', asciiHeader(decision.reason), 'x-switchyard-policy', String(snapshot.generation));
     if (decision.adapter) headers.push('x-switchyard-adapter', decision.adapter);
     if (retried) headers.push('x-switchyard-retried', 'true');
