@@ -139,6 +139,13 @@ export interface RouterSettings {
   readonly prefixBlockChars: number;
   readonly prefixMaxBlocks: number;
   readonly bodyLimitBytes: number;
+  // What a client connection may send and hold (docs/reliability.md). Read when serve starts.
+  readonly maxHeaderBytes: number;
+  readonly maxJsonDepth: number;
+  readonly headersTimeoutMs: number;
+  readonly requestTimeoutMs: number;
+  readonly keepAliveTimeoutMs: number;
+  readonly maxConnections: number;
   /** Absolute paths. */
   readonly pluginDirs: readonly string[];
   /** Derived from charsPerToken when compiled. */

@@ -10,13 +10,14 @@ import { BODY_SCHEMAS } from '../facts/request-schemas.ts';
 import { LiveFleet } from '../fleet/live-fleet.ts';
 import { DecisionLog } from '../observe/decision-log.ts';
 import { RouterMetrics } from '../observe/metrics.ts';
-import type { Pool, Snapshot } from '../policy/snapshot.ts';
+import type { Pool, RouterSettings, Snapshot } from '../policy/snapshot.ts';
 import { checkAdminOptions, startAdminListener, type AdminListenerOptions } from './admin-listener.ts';
 import { registerProbeRoutes, type AdminHooks } from './admin-routes.ts';
 import { registerExplorerRoutes } from './explorer-routes.ts';
 import { ColdLoads } from './cold-loads.ts';
-import { errorHandler, notFoundHandler } from './http-errors.ts';
+import { clientErrorHandler, errorHandler, frameworkErrors, notFoundHandler } from './http-errors.ts';
 import { Waiting } from './forward.ts';
+import { registerJsonParser } from './json-body.ts';
 import { modelsHandler } from './models-route.ts';
 import { proxyHandler, type PolicySource } from './proxy.ts';
 import { DIRECT_REPLICAS, type ReplicaAddresses } from './replica-addresses.ts';
@@ -58,7 +59,15 @@ export interface RouterOptions {
   /** Overrides the policy's scrape and health intervals (tests). */
   readonly scrapeIntervalMs?: number;
   readonly healthIntervalMs?: number;
+  /** Overrides the settings' client bounds (tests use short timeouts). */
+  readonly limits?: Partial<ClientLimits>;
 }
+
+/** What a client connection may send and hold: settings.yaml, read when serve starts (docs/reliability.md). */
+export type ClientLimits = Pick<
+  RouterSettings,
+  'bodyLimitBytes' | 'maxHeaderBytes' | 'maxJsonDepth' | 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxConnections'
+>;
 
 export interface Router {
   readonly app: FastifyInstance;
@@ -107,20 +116,39 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   fleet.start();
   metrics.policyGeneration.set(initial.generation);
 
+  const limits: ClientLimits = { ...initial.settings, ...options.limits };
+  // node refuses a head timeout longer than the whole-request one.
+  const headersTimeout = Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs);
   const logger = options.logger ?? { level: 'info' };
   const isInstance = typeof logger === 'object' && typeof (logger as FastifyBaseLogger).info === 'function';
   app = Fastify({
     ...(isInstance ? { loggerInstance: logger as FastifyBaseLogger } : { logger: logger as boolean | Record<string, unknown> }),
     // One line per request, written by the proxy with the decision in it.
     logController: new LogController({ disableRequestLogging: true }),
-    bodyLimit: initial.settings.bodyLimitBytes,
+    bodyLimit: limits.bodyLimitBytes,
     genReqId: requestIdGenerator(),
     forceCloseConnections: 'idle',
+    // Slow or lying clients are closed: the head must arrive within headersTimeout,
+    // the whole request (a trickled body, a Content-Length never met) within
+    // requestTimeout, and an idle keep-alive connection goes after keepAliveTimeout.
+    // node checks these every connectionsCheckingInterval (30 s by default: far too coarse).
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    http: {
+      maxHeaderSize: limits.maxHeaderBytes,
+      headersTimeout,
+      connectionsCheckingInterval: Math.max(25, Math.min(1000, Math.floor(headersTimeout / 4))),
+    },
+    clientErrorHandler,
+    frameworkErrors,
     // The body schemas check shape only: no coercion, no defaults, no removal,
     // so what the engine receives is what the client sent.
     ajv: { customOptions: { coerceTypes: false, useDefaults: false, removeAdditional: false, allErrors: false, allowUnionTypes: true } },
   });
   app.setErrorHandler(errorHandler);
+  registerJsonParser(app, limits.maxJsonDepth);
+  // Connections past the cap are closed as they arrive, before any byte is read.
+  app.server.maxConnections = limits.maxConnections;
   app.setNotFoundHandler(notFoundHandler);
 
   const lastFaultLog = new Map<string, number>();
