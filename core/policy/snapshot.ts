@@ -142,6 +142,7 @@ export interface RouterSettings {
   // What a client connection may send and hold (docs/reliability.md). Read when serve starts.
   readonly maxHeaderBytes: number;
   readonly maxJsonDepth: number;
+  readonly maxJsonValues: number;
   readonly headersTimeoutMs: number;
   readonly requestTimeoutMs: number;
   readonly keepAliveTimeoutMs: number;

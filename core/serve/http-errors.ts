@@ -5,14 +5,14 @@
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { errorBody, rejection, type Rejection } from '../errors.ts';
-import { JSON_TOO_DEEP, UNSUPPORTED_ENCODING } from './json-body.ts';
+import { JSON_TOO_COMPLEX, UNSUPPORTED_ENCODING } from './json-body.ts';
 import { rejectionHeaders } from './rejections.ts';
 
 export function toRejection(error: FastifyError): Rejection {
   if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
     return rejection('payload_too_large', 'The request body is larger than this router accepts.');
   }
-  if (error.code === JSON_TOO_DEEP) return rejection('invalid_request', error.message);
+  if (error.code === JSON_TOO_COMPLEX) return rejection('invalid_request', error.message);
   if (error.code === UNSUPPORTED_ENCODING) return rejection('unsupported_media_type', error.message);
   if (error.validation) {
     const first = error.validation[0];

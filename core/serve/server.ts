@@ -66,7 +66,7 @@ export interface RouterOptions {
 /** What a client connection may send and hold: settings.yaml, read when serve starts (docs/reliability.md). */
 export type ClientLimits = Pick<
   RouterSettings,
-  'bodyLimitBytes' | 'maxHeaderBytes' | 'maxJsonDepth' | 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxConnections'
+  'bodyLimitBytes' | 'maxHeaderBytes' | 'maxJsonDepth' | 'maxJsonValues' | 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxConnections'
 >;
 
 export interface Router {
@@ -146,7 +146,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     ajv: { customOptions: { coerceTypes: false, useDefaults: false, removeAdditional: false, allErrors: false, allowUnionTypes: true } },
   });
   app.setErrorHandler(errorHandler);
-  registerJsonParser(app, limits.maxJsonDepth);
+  registerJsonParser(app, { maxDepth: limits.maxJsonDepth, maxValues: limits.maxJsonValues });
   // Connections past the cap are closed as they arrive, before any byte is read.
   app.server.maxConnections = limits.maxConnections;
   app.setNotFoundHandler(notFoundHandler);
