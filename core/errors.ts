@@ -12,6 +12,7 @@ export const REJECTIONS = {
   request_timeout: { status: 408, type: 'invalid_request_error' },
   payload_too_large: { status: 413, type: 'invalid_request_error' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error' },
+  expectation_failed: { status: 417, type: 'invalid_request_error' },
   headers_too_large: { status: 431, type: 'invalid_request_error' },
   quota_exceeded: { status: 429, type: 'rate_limit_error' },
   quota_unavailable: { status: 503, type: 'service_unavailable_error' },

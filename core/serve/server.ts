@@ -18,6 +18,8 @@ import { ColdLoads } from './cold-loads.ts';
 import { clientErrorHandler, errorHandler, frameworkErrors, notFoundHandler } from './http-errors.ts';
 import { Waiting } from './forward.ts';
 import { registerJsonParser } from './json-body.ts';
+import { writeRejection } from './rejections.ts';
+import { rejection } from '../errors.ts';
 import { modelsHandler } from './models-route.ts';
 import { proxyHandler, type PolicySource } from './proxy.ts';
 import { DIRECT_REPLICAS, type ReplicaAddresses } from './replica-addresses.ts';
@@ -78,6 +80,7 @@ export interface Router {
   readonly fleet: LiveFleet;
   readonly replicas: ReplicaAddresses;
   readonly metrics: RouterMetrics;
+  readonly decisions: DecisionLog;
   /** Stops accepting, lets in-flight requests finish (bounded), then stops everything. */
   close(graceMs?: number): Promise<void>;
 }
@@ -138,6 +141,8 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
       maxHeaderSize: limits.maxHeaderBytes,
       headersTimeout,
       connectionsCheckingInterval: Math.max(25, Math.min(1000, Math.floor(headersTimeout / 4))),
+      // node's own 400 for a missing Host has an empty body; the router has no use for Host.
+      requireHostHeader: false,
     },
     clientErrorHandler,
     frameworkErrors,
@@ -149,6 +154,10 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   registerJsonParser(app, { maxDepth: limits.maxJsonDepth, maxValues: limits.maxJsonValues });
   // Connections past the cap are closed as they arrive, before any byte is read.
   app.server.maxConnections = limits.maxConnections;
+  // node answers an Expect it does not know with a bare 417: give it the OpenAI shape.
+  app.server.on('checkExpectation', (_request, response) => {
+    writeRejection(response, rejection('expectation_failed', 'Only "Expect: 100-continue" is supported.'), 'none');
+  });
   app.setNotFoundHandler(notFoundHandler);
 
   const lastFaultLog = new Map<string, number>();
@@ -250,6 +259,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     fleet,
     replicas,
     metrics,
+    decisions,
     async close(graceMs = DRAIN_MS) {
       closing = true;
       // Watchers of the decision stream are not requests to finish.

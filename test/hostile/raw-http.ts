@@ -57,6 +57,8 @@ export async function rawExchange(url: string, bytes: string | Buffer, timeoutMs
     }, timeoutMs);
     socket.on('data', (chunk) => {
       data = Buffer.concat([data, chunk]);
+      // Interim answers (100 Continue) come before the one that counts.
+      while (/^HTTP\/1\.1 1\d\d [^\r]*\r\n\r\n/.test(data.toString('latin1', 0, 200))) data = data.subarray(data.indexOf('\r\n\r\n') + 4);
       const text = data.toString('latin1');
       const split = text.indexOf('\r\n\r\n');
       if (split < 0) return;
@@ -82,11 +84,16 @@ export function closedWithin(socket: Socket, timeoutMs: number): Promise<number>
   });
 }
 
-/** Asserts an OpenAI-shaped error body and returns it. */
-export function openAiError(body: string): { message: string; type: string; param: string | null; code: string } {
+/**
+ * Asserts an OpenAI-shaped error body and returns it. The router's own codes are
+ * strings; an engine's error passed through may carry its HTTP status as the
+ * code, as vLLM's do (`engine: true`).
+ */
+export function openAiError(body: string, engine = false): { message: string; type: string; param: string | null; code: string } {
   const parsed = JSON.parse(body) as { error?: { message?: unknown; type?: unknown; param?: unknown; code?: unknown } };
   const e = parsed.error;
-  if (!e || typeof e.message !== 'string' || typeof e.type !== 'string' || typeof e.code !== 'string' || !('param' in e)) {
+  const codeOk = typeof e?.code === 'string' || (engine && (typeof e?.code === 'number' || e?.code === null));
+  if (!e || typeof e.message !== 'string' || typeof e.type !== 'string' || !codeOk || !('param' in e)) {
     throw new Error(`not an OpenAI-shaped error: ${body.slice(0, 300)}`);
   }
   return e as { message: string; type: string; param: string | null; code: string };
