@@ -13,7 +13,7 @@
 // measured), and each engine (so that it can be killed for real).
 import { fork, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { curatedCases, type HostileCase } from '../hostile/cases.ts';
+import { curatedCases, fetchBody, type HostileCase } from '../hostile/cases.ts';
 import { rawExchange } from '../hostile/raw-http.ts';
 
 
@@ -167,7 +167,7 @@ async function drive(): Promise<void> {
       if (c.kind === 'raw') {
         status = (await rawExchange(router.url, c.bytes, ANSWER_BOUND_MS)).status ?? 0;
       } else {
-        const response = await fetch(`${router.url}${c.path ?? '/v1/chat/completions'}`, { method: c.method ?? 'POST', headers: c.headers, body: c.body, signal: AbortSignal.timeout(ANSWER_BOUND_MS) });
+        const response = await fetch(`${router.url}${c.path ?? '/v1/chat/completions'}`, { method: c.method ?? 'POST', headers: c.headers, body: fetchBody(c), signal: AbortSignal.timeout(ANSWER_BOUND_MS) });
         status = response.status;
         await response.arrayBuffer().catch(() => undefined);
       }
