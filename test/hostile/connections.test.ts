@@ -108,3 +108,23 @@ test('the connection cap: connections past it are closed at once, the rest are s
     await capped.close();
   }
 });
+
+test('the bounds come from settings.yaml', async () => {
+  const settings = 'kind: settings\nmax_header_bytes: 2048\nmax_json_depth: 8\nmax_json_values: 1000\nbody_limit_bytes: 4096\n';
+  const configured = await startTestRouter({ ...files, 'settings.yaml': settings });
+  try {
+    const post = (body: string, headers: Record<string, string> = {}) =>
+      fetch(`${configured.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+    const ok = '{"model":"tiny","max_tokens":1,"messages":[{"role":"user","content":"hi"}]';
+    assert.equal((await post(`${ok}}`)).status, 200);
+    assert.equal((await post(`${ok}}`, { 'x-big': 'b'.repeat(3000) })).status, 431);
+    assert.equal((await post(`${ok},"x":${'['.repeat(7)}${']'.repeat(7)}}`)).status, 200, '8 levels in all');
+    const deep = await post(`${ok},"x":${'['.repeat(8)}${']'.repeat(8)}}`);
+    assert.equal(deep.status, 400);
+    assert.match(openAiError(await deep.text()).message, /deeper than 8/);
+    assert.equal((await post(`${ok},"x":[${'1,'.repeat(1000)}1]}`)).status, 400);
+    assert.equal((await post(`${ok},"x":"${'x'.repeat(5000)}"}`)).status, 413);
+  } finally {
+    await configured.close();
+  }
+});
