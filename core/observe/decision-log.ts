@@ -4,6 +4,7 @@
 // MAX_STRING_CHARS, so that nothing a client sends (a multi-megabyte model
 // name, a long header echoed in an error) is kept whole.
 import { decisionJson, type Decision } from '../decide/decide.ts';
+import type { DecisionTrace, StepTrace, TraceAlternative } from '../decide/trace.ts';
 import { DecisionStream } from './decision-stream.ts';
 
 export interface LoggedDecision {
@@ -24,6 +25,8 @@ export const MAX_STRING_CHARS = 1024;
 const MAX_DEPTH = 8;
 /** Rough cost of one value besides its characters (headers, pointers). */
 const NODE_BYTES = 16;
+/** Rough cost of an entry's fixed structure: its fields and the trace's steps. */
+const ENTRY_BYTES = 1024;
 
 export interface DecisionLogOptions {
   readonly capacity?: number;
@@ -53,9 +56,9 @@ export class DecisionLog {
   }
 
   add(decision: Decision, now = Date.now()): LoggedDecision {
-    this.measured = 0;
-    const entry: LoggedDecision = { at: now, decision: this.bounded(decisionJson(decision), 0) as Record<string, unknown> };
-    const size = this.measured + NODE_BYTES;
+    this.measured = ENTRY_BYTES;
+    const entry: LoggedDecision = { at: now, decision: this.boundedDecision(decisionJson(decision)) };
+    const size = this.measured;
     // Make room: the oldest go first, then (full ring) the slot this entry takes.
     while (this.count > 0 && (this.bytes + size > this.maxBytes || this.count === this.capacity)) this.dropOldest();
     this.ring[this.next] = entry;
@@ -85,6 +88,70 @@ export class DecisionLog {
     this.ring[oldest] = undefined;
     this.bytes -= this.sizes[oldest];
     this.count--;
+  }
+
+  /**
+   * decisionJson's output (a fresh object: its own fields may be replaced) with
+   * long strings cut. Its fields and the trace's steps are read by name: a
+   * generic walk costs several times more, on every request.
+   */
+  private boundedDecision(json: Record<string, unknown>): Record<string, unknown> {
+    const j = json as { requestId: unknown; tenant: unknown; model: unknown; version: unknown; adapter: unknown; pool: unknown; replica: unknown; reason: unknown; error?: unknown; action?: unknown; trace: DecisionTrace };
+    let v: unknown;
+    if ((v = this.boundedValue(j.requestId)) !== j.requestId) j.requestId = v;
+    if ((v = this.boundedValue(j.tenant)) !== j.tenant) j.tenant = v;
+    if ((v = this.boundedValue(j.model)) !== j.model) j.model = v;
+    if ((v = this.boundedValue(j.version)) !== j.version) j.version = v;
+    if ((v = this.boundedValue(j.adapter)) !== j.adapter) j.adapter = v;
+    if ((v = this.boundedValue(j.pool)) !== j.pool) j.pool = v;
+    if ((v = this.boundedValue(j.replica)) !== j.replica) j.replica = v;
+    if ((v = this.boundedValue(j.reason)) !== j.reason) j.reason = v;
+    if (j.error !== undefined) j.error = this.bounded(j.error, 1);
+    if (j.action !== undefined) j.action = this.bounded(j.action, 1);
+    // The trace is the decision's own: copied only where a string was cut.
+    const trace = j.trace;
+    const tenant = trace.tenant && this.boundedStep(trace.tenant);
+    const model = trace.model && this.boundedStep(trace.model);
+    const pool = trace.pool && this.boundedStep(trace.pool);
+    const replica = trace.replica && this.boundedStep(trace.replica);
+    const admit = trace.admit && this.boundedStep(trace.admit);
+    if (tenant !== trace.tenant || model !== trace.model || pool !== trace.pool || replica !== trace.replica || admit !== trace.admit) {
+      j.trace = { ...trace, tenant, model, pool, replica, admit };
+    }
+    return json;
+  }
+
+  private boundedValue(value: unknown): unknown {
+    if (typeof value === 'string') return this.boundedString(value);
+    this.measured += NODE_BYTES;
+    return value === null || typeof value !== 'object' ? value : this.bounded(value, 1);
+  }
+
+  private boundedStep(step: StepTrace): StepTrace {
+    const decidedBy = this.boundedString(step.decidedBy);
+    const reason = this.boundedString(step.reason);
+    const facts = step.facts === undefined ? undefined : this.bounded(step.facts, 2);
+    let alternatives = step.alternatives;
+    if (alternatives !== undefined) {
+      let cut: TraceAlternative[] | undefined;
+      for (let i = 0; i < alternatives.length; i++) {
+        const alternative = alternatives[i];
+        this.measured += NODE_BYTES;
+        const name = this.boundedString(alternative.name);
+        const note = alternative.note === undefined ? undefined : this.boundedString(alternative.note);
+        if (name !== alternative.name || note !== alternative.note) (cut ??= alternatives.slice())[i] = { ...alternative, name, note };
+      }
+      if (cut !== undefined) alternatives = cut;
+    }
+    if (decidedBy === step.decidedBy && reason === step.reason && facts === step.facts && alternatives === step.alternatives) return step;
+    return { ...step, decidedBy, reason, facts: facts as StepTrace['facts'], alternatives };
+  }
+
+  private boundedString(value: string): string {
+    // Anything not a string (a plugin's mistake) is measured and cut like any value.
+    if (typeof value !== 'string') return this.bounded(value, 3) as string;
+    this.measured += NODE_BYTES + 2 * Math.min(value.length, MAX_STRING_CHARS);
+    return value.length > MAX_STRING_CHARS ? truncated(value) : value;
   }
 
   /**
