@@ -136,17 +136,17 @@ function fakeDecision(model: string): Decision {
 test('the decision log cuts long strings, keeps no hidden copy of them, and stays within its bytes', () => {
   setFlagsFromString('--expose-gc');
   const gc = runInNewContext('gc') as () => void;
-  const log = new DecisionLog({ capacity: 1000, maxBytes: 256 * 1024 });
+  const log = new DecisionLog({ capacity: 1000, maxBytes: 64 * 1024 });
   gc();
   const heapBefore = process.memoryUsage().heapUsed;
-  for (let i = 0; i < 60; i++) log.add(fakeDecision(String.fromCharCode(65 + (i % 26)).repeat(7_500_000)));
+  for (let i = 0; i < 24; i++) log.add(fakeDecision(String.fromCharCode(65 + (i % 26)).repeat(7_500_000)));
   gc();
   const grown = process.memoryUsage().heapUsed - heapBefore;
-  // 60 names of 7.5 MB: 450 MB if any copy (or a slice's parent) were kept.
+  // 24 names of 7.5 MB: 180 MB if any copy (or a slice's parent) were kept.
   assert.ok(grown < 30 * 1024 * 1024, `heap grew ${Math.round(grown / 2 ** 20)} MB`);
   const usage = log.usage();
-  assert.ok(usage.bytes <= 256 * 1024, `${usage.bytes} bytes`);
-  assert.ok(usage.entries > 10 && usage.entries < 60, `${usage.entries} entries: the byte bound, not the count, evicted`);
+  assert.ok(usage.bytes <= 64 * 1024, `${usage.bytes} bytes`);
+  assert.ok(usage.entries > 3 && usage.entries < 24, `${usage.entries} entries: the byte bound, not the count, evicted`);
   const [newest] = log.recent(1) as { reason: string; error: { message: string }; trace: { model: { facts: { requestedModel: string } } } }[];
   assert.ok(newest.reason.length < MAX_STRING_CHARS + 100 && newest.reason.includes('more characters'));
   assert.ok(newest.error.message.length < MAX_STRING_CHARS + 100);
