@@ -5,8 +5,8 @@ import { createHash } from 'node:crypto';
 import { Ajv, type ValidateFunction } from 'ajv';
 import type { Priority } from '../../sdk/index.ts';
 import { rejection, type Rejection } from '../errors.ts';
-import { looksLikeCode } from './code.ts';
-import { contentText, renderMessages, renderPrompt } from './prompt.ts';
+import { CODE_SCAN_CHARS, looksLikeCode } from './code.ts';
+import { messageContents, renderMessages, renderPrompt } from './prompt.ts';
 import { BODY_SCHEMAS, type Endpoint } from './request-schemas.ts';
 import { charsPerTokenEstimator, type TokenEstimator } from './tokens.ts';
 
@@ -58,6 +58,15 @@ const validators = Object.fromEntries(
 ) as Record<Endpoint, ValidateFunction>;
 const defaultEstimator = charsPerTokenEstimator(4);
 
+/** An hour: a client that will wait longer for its first token has no deadline worth routing on. */
+export const MAX_DEADLINE_MS = 3_600_000;
+export const MAX_CONVERSATION_ID_CHARS = 256;
+
+/** A header value echoed in an error: short and printable. */
+function quoted(value: string): string {
+  return (value.length > 64 ? `${value.slice(0, 64)}…` : value).replace(/[^\x20-\x7e…]/g, '?');
+}
+
 export function sha256Hex(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
@@ -90,17 +99,22 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
 
   const priorityHeader = header(input.headers, 'x-priority');
   if (priorityHeader !== undefined && priorityHeader !== 'interactive' && priorityHeader !== 'batch') {
-    return rejection('invalid_request', `x-priority must be "interactive" or "batch", not "${priorityHeader}".`, { param: 'x-priority' });
+    return rejection('invalid_request', `x-priority must be "interactive" or "batch", not "${quoted(priorityHeader)}".`, { param: 'x-priority' });
   }
   const deadlineHeader = header(input.headers, 'x-deadline-ms');
   let deadlineMs: number | undefined;
   if (deadlineHeader !== undefined) {
-    deadlineMs = Number(deadlineHeader);
-    if (!Number.isFinite(deadlineMs) || deadlineMs <= 0) {
-      return rejection('invalid_request', `x-deadline-ms must be a positive number of milliseconds, not "${deadlineHeader}".`, { param: 'x-deadline-ms' });
+    // Plain decimal digits only: Number() would also take "0x10", " 5 " and "1e20".
+    deadlineMs = /^[0-9]{1,10}$/.test(deadlineHeader) ? Number(deadlineHeader) : NaN;
+    if (!(deadlineMs >= 1 && deadlineMs <= MAX_DEADLINE_MS)) {
+      return rejection('invalid_request', `x-deadline-ms must be a whole number of milliseconds from 1 to ${MAX_DEADLINE_MS}, not "${quoted(deadlineHeader)}".`, { param: 'x-deadline-ms' });
     }
   }
   const conversationId = header(input.headers, 'x-conversation-id') || undefined;
+  // Strategies keep conversation ids in their tables: a bounded key keeps those bounded.
+  if (conversationId !== undefined && conversationId.length > MAX_CONVERSATION_ID_CHARS) {
+    return rejection('invalid_request', `x-conversation-id must be at most ${MAX_CONVERSATION_ID_CHARS} characters.`, { param: 'x-conversation-id' });
+  }
 
   let promptText: string;
   let messageCount = 1;
@@ -116,7 +130,7 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
   }
   const estimator = options.estimator ?? defaultEstimator;
   const maxTokens = (body.max_completion_tokens ?? body.max_tokens ?? undefined) as number | undefined;
-  const contents = input.endpoint === 'chat' ? (body.messages as { content?: unknown }[]).map((m) => contentText(m.content)).join('\n') : promptText;
+  const contents = input.endpoint === 'chat' ? messageContents(body.messages as { content?: unknown }[], CODE_SCAN_CHARS) : promptText;
 
   return {
     requestId: input.requestId,

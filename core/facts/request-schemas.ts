@@ -1,8 +1,16 @@
 // JSON Schemas of the OpenAI request bodies, as far as routing reads them.
 // Fields Switchyard doesn't know pass through to the engine untouched.
+// The counts are bounded so that the work and memory a request costs before it
+// is routed stay bounded too (docs/reliability.md); the body size bounds the rest.
+
+/** Longest model name: real ones (with an adapter or an org prefix) are under 100. */
+export const MAX_MODEL_NAME_CHARS = 256;
+/** Most messages in a chat request, and most content parts in one message. */
+export const MAX_MESSAGES = 4096;
+export const MAX_CONTENT_PARTS = 1024;
 
 const common = {
-  model: { type: 'string', minLength: 1 },
+  model: { type: 'string', minLength: 1, maxLength: MAX_MODEL_NAME_CHARS },
   max_tokens: { type: ['integer', 'null'], minimum: 1 },
   max_completion_tokens: { type: ['integer', 'null'], minimum: 1 },
   stream: { type: ['boolean', 'null'] },
@@ -17,12 +25,13 @@ export const chatCompletionBody = {
     messages: {
       type: 'array',
       minItems: 1,
+      maxItems: MAX_MESSAGES,
       items: {
         type: 'object',
         required: ['role'],
         properties: {
           role: { type: 'string', minLength: 1 },
-          content: { type: ['string', 'array', 'null'] },
+          content: { type: ['string', 'array', 'null'], maxItems: MAX_CONTENT_PARTS },
         },
       },
     },

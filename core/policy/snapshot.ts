@@ -146,6 +146,14 @@ export interface RouterSettings {
   readonly bodyLimitBytes: number;
   /** What API clients see of a decision in response headers. */
   readonly decisionHeaders: DecisionHeaders;
+  // What a client connection may send and hold (docs/reliability.md). Read when serve starts.
+  readonly maxHeaderBytes: number;
+  readonly maxJsonDepth: number;
+  readonly maxJsonValues: number;
+  readonly headersTimeoutMs: number;
+  readonly requestTimeoutMs: number;
+  readonly keepAliveTimeoutMs: number;
+  readonly maxConnections: number;
   /** Absolute paths. */
   readonly pluginDirs: readonly string[];
   /** Derived from charsPerToken when compiled. */

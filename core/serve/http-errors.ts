@@ -1,14 +1,19 @@
-// Errors fastify raises before a route runs — malformed JSON, a failed body
-// schema, a body over the limit — answered in OpenAI's shape, never as a 5xx
-// or a stack trace.
+// Errors fastify or node's HTTP parser raise before a route runs — malformed
+// JSON, a failed body schema, a body over the limit, a broken request line or
+// header, a slow client — answered in OpenAI's shape, never as a 5xx or a
+// stack trace.
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { errorBody, rejection, type Rejection } from '../errors.ts';
+import { JSON_TOO_COMPLEX, UNSUPPORTED_ENCODING } from './json-body.ts';
 import { rejectionHeaders } from './rejections.ts';
 
 export function toRejection(error: FastifyError): Rejection {
   if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
     return rejection('payload_too_large', 'The request body is larger than this router accepts.');
   }
+  if (error.code === JSON_TOO_COMPLEX) return rejection('invalid_request', error.message);
+  if (error.code === UNSUPPORTED_ENCODING) return rejection('unsupported_media_type', error.message);
   if (error.validation) {
     const first = error.validation[0];
     const field = first?.instancePath ? first.instancePath.slice(1).replace(/\//g, '.') : (first?.params as { missingProperty?: string })?.missingProperty;
@@ -36,4 +41,58 @@ export function errorHandler(error: FastifyError, request: FastifyRequest, reply
 export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): void {
   const r = rejection('route_not_found', `No route ${request.method} ${request.url.split('?')[0]}. The router serves /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/models.`);
   reply.code(404).headers(rejectionHeaders(r, request.id)).send(errorBody(r));
+}
+
+/** fastify's router errors (a URL it cannot decode, a path parameter too long): a 400 in OpenAI's shape. */
+export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const r = rejection('invalid_request', error.code === 'FST_ERR_BAD_URL' ? 'The request URL is malformed.' : error.message);
+  reply.code(400).headers(rejectionHeaders(r, request.id)).send(errorBody(r));
+}
+
+/**
+ * Node's HTTP parser failed on a connection (bad request line, CR/LF or
+ * control bytes in a header, a head over max_header_bytes, a client too slow
+ * with its head or body): one OpenAI-shaped answer, then the connection goes,
+ * since the byte stream can no longer be trusted.
+ */
+export function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  let r: Rejection;
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') r = rejection('request_timeout', 'The request was not received in time.');
+  else if (error.code === 'HPE_HEADER_OVERFLOW') r = rejection('headers_too_large', 'The request headers are larger than this router accepts.');
+  else r = rejection('invalid_request', `The request is not valid HTTP (${clientErrorReason(error.code)}).`);
+  if (socket.writable && !(socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent) {
+    const body = JSON.stringify(errorBody(r));
+    socket.write(
+      `HTTP/1.1 ${r.status} ${STATUS_TEXT[r.status] ?? 'Bad Request'}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nx-switchyard-reject-reason: ${r.code}\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}
+
+const STATUS_TEXT: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };
+
+// llhttp's codes, named for a human; the code itself is the client's only clue.
+function clientErrorReason(code: string | undefined): string {
+  switch (code) {
+    case 'HPE_INVALID_HEADER_TOKEN':
+    case 'HPE_INVALID_CONSTANT':
+      return 'a header name or value holds a byte HTTP does not allow';
+    case 'HPE_LF_EXPECTED':
+    case 'HPE_CR_EXPECTED':
+      return 'a line is not ended by CR LF';
+    case 'HPE_INVALID_METHOD':
+      return 'unknown method';
+    case 'HPE_INVALID_URL':
+      return 'malformed request target';
+    case 'HPE_INVALID_CONTENT_LENGTH':
+    case 'HPE_UNEXPECTED_CONTENT_LENGTH':
+      return 'bad Content-Length';
+    case 'HPE_INVALID_TRANSFER_ENCODING':
+    case 'HPE_INVALID_CHUNK_SIZE':
+      return 'bad chunked encoding';
+    default:
+      return code ?? 'parse error';
+  }
 }

@@ -10,13 +10,16 @@ import { BODY_SCHEMAS } from '../facts/request-schemas.ts';
 import { LiveFleet } from '../fleet/live-fleet.ts';
 import { DecisionLog } from '../observe/decision-log.ts';
 import { RouterMetrics } from '../observe/metrics.ts';
-import type { Pool, Snapshot } from '../policy/snapshot.ts';
+import type { Pool, RouterSettings, Snapshot } from '../policy/snapshot.ts';
 import { checkAdminOptions, startAdminListener, type AdminListenerOptions } from './admin-listener.ts';
 import { registerProbeRoutes, type AdminHooks } from './admin-routes.ts';
 import { registerExplorerRoutes } from './explorer-routes.ts';
 import { ColdLoads } from './cold-loads.ts';
-import { errorHandler, notFoundHandler } from './http-errors.ts';
+import { clientErrorHandler, errorHandler, frameworkErrors, notFoundHandler } from './http-errors.ts';
 import { Waiting } from './forward.ts';
+import { registerJsonParser } from './json-body.ts';
+import { writeRejection } from './rejections.ts';
+import { rejection } from '../errors.ts';
 import { modelsHandler } from './models-route.ts';
 import { proxyHandler, type PolicySource } from './proxy.ts';
 import { DIRECT_REPLICAS, type ReplicaAddresses } from './replica-addresses.ts';
@@ -58,7 +61,15 @@ export interface RouterOptions {
   /** Overrides the policy's scrape and health intervals (tests). */
   readonly scrapeIntervalMs?: number;
   readonly healthIntervalMs?: number;
+  /** Overrides the settings' client bounds (tests use short timeouts). */
+  readonly limits?: Partial<ClientLimits>;
 }
+
+/** What a client connection may send and hold: settings.yaml, read when serve starts (docs/reliability.md). */
+export type ClientLimits = Pick<
+  RouterSettings,
+  'bodyLimitBytes' | 'maxHeaderBytes' | 'maxJsonDepth' | 'maxJsonValues' | 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxConnections'
+>;
 
 export interface Router {
   readonly app: FastifyInstance;
@@ -69,6 +80,7 @@ export interface Router {
   readonly fleet: LiveFleet;
   readonly replicas: ReplicaAddresses;
   readonly metrics: RouterMetrics;
+  readonly decisions: DecisionLog;
   /** Stops accepting, lets in-flight requests finish (bounded), then stops everything. */
   close(graceMs?: number): Promise<void>;
 }
@@ -107,20 +119,45 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   fleet.start();
   metrics.policyGeneration.set(initial.generation);
 
+  const limits: ClientLimits = { ...initial.settings, ...options.limits };
+  // node refuses a head timeout longer than the whole-request one.
+  const headersTimeout = Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs);
   const logger = options.logger ?? { level: 'info' };
   const isInstance = typeof logger === 'object' && typeof (logger as FastifyBaseLogger).info === 'function';
   app = Fastify({
     ...(isInstance ? { loggerInstance: logger as FastifyBaseLogger } : { logger: logger as boolean | Record<string, unknown> }),
     // One line per request, written by the proxy with the decision in it.
     logController: new LogController({ disableRequestLogging: true }),
-    bodyLimit: initial.settings.bodyLimitBytes,
+    bodyLimit: limits.bodyLimitBytes,
     genReqId: requestIdGenerator(),
     forceCloseConnections: 'idle',
+    // Slow or lying clients are closed: the head must arrive within headersTimeout,
+    // the whole request (a trickled body, a Content-Length never met) within
+    // requestTimeout, and an idle keep-alive connection goes after keepAliveTimeout.
+    // node checks these every connectionsCheckingInterval (30 s by default: far too coarse).
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    http: {
+      maxHeaderSize: limits.maxHeaderBytes,
+      headersTimeout,
+      connectionsCheckingInterval: Math.max(25, Math.min(1000, Math.floor(headersTimeout / 4))),
+      // node's own 400 for a missing Host has an empty body; the router has no use for Host.
+      requireHostHeader: false,
+    },
+    clientErrorHandler,
+    frameworkErrors,
     // The body schemas check shape only: no coercion, no defaults, no removal,
     // so what the engine receives is what the client sent.
     ajv: { customOptions: { coerceTypes: false, useDefaults: false, removeAdditional: false, allErrors: false, allowUnionTypes: true } },
   });
   app.setErrorHandler(errorHandler);
+  registerJsonParser(app, { maxDepth: limits.maxJsonDepth, maxValues: limits.maxJsonValues });
+  // Connections past the cap are closed as they arrive, before any byte is read.
+  app.server.maxConnections = limits.maxConnections;
+  // node answers an Expect it does not know with a bare 417: give it the OpenAI shape.
+  app.server.on('checkExpectation', (_request, response) => {
+    writeRejection(response, rejection('expectation_failed', 'Only "Expect: 100-continue" is supported.'), 'none');
+  });
   app.setNotFoundHandler(notFoundHandler);
 
   const lastFaultLog = new Map<string, number>();
@@ -223,6 +260,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     fleet,
     replicas,
     metrics,
+    decisions,
     async close(graceMs = DRAIN_MS) {
       closing = true;
       // Watchers of the decision stream are not requests to finish.
