@@ -10,7 +10,7 @@ import { EmulatorError, badRequest, errorBody } from './errors.ts';
 import { generate, type PromptJob } from './generate.ts';
 import { EngineExporter, type EngineKind } from './metrics.ts';
 import { parseChatBody, parseCompletionBody, parseEmbeddingBody, parseLoraBody, type GenerationSpec } from './parse-request.ts';
-import { estimateTokens, promptBlocks } from './prompt.ts';
+import { estimateTokens, sequenceBlocks } from './prompt.ts';
 import { responseId } from './responses.ts';
 import { scaledClock } from './scaled-clock.ts';
 import { ServedModels } from './served-models.ts';
@@ -101,10 +101,11 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
           spec.kind === 'chat' ? 'messages' : 'prompt',
         );
       }
+      const maxTokens = spec.maxTokens ?? Math.min(defaultMaxTokens, profile.maxModelLen - promptTokens);
       return {
         promptTokens,
-        blocks: promptBlocks(text, servedName, adapter),
-        maxTokens: spec.maxTokens ?? Math.min(defaultMaxTokens, profile.maxModelLen - promptTokens),
+        blocks: sequenceBlocks(text, maxTokens, servedName, adapter, spec.kind === 'chat'),
+        maxTokens,
         finishReason: spec.maxTokens === undefined ? 'stop' : 'length',
       };
     });

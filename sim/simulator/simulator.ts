@@ -137,7 +137,7 @@ class Admitted implements EngineRequest {
     this.promptTokens = spec.promptTokens;
     this.maxTokens = spec.outputTokens;
     this.adapter = decision.adapter;
-    this.blocks = engineBlocks(spec.blocks, prefixSeed(decision.model!, decision.adapter));
+    this.blocks = engineBlocks(spec.sequenceBlocks ?? spec.blocks, prefixSeed(decision.model!, decision.adapter));
   }
 
   onFirstToken(t: number): void {

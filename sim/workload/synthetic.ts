@@ -240,6 +240,10 @@ export class SyntheticSource implements RequestSource {
     const shared = systemBlocks < full ? systemBlocks : full;
     addRun(blocks, systemBase, 0, shared);
     addRun(blocks, blockBase, shared, full);
+    // The answer's blocks continue the request's own run: the next turn's prompt does the same.
+    const sequenceBlocks = emptyRuns();
+    addRun(sequenceBlocks, systemBase, 0, shared);
+    addRun(sequenceBlocks, blockBase, shared, Math.floor((promptTokens + outputTokens) / BLOCK_TOKENS));
     return {
       at,
       model,
@@ -252,6 +256,7 @@ export class SyntheticSource implements RequestSource {
       maxTokens: this.spec.max_tokens ?? outputTokens,
       messageCount,
       blocks,
+      sequenceBlocks,
       klass,
       turn,
       session,

@@ -214,8 +214,9 @@ describe('emulator: /metrics', () => {
       let busy = '';
       await until(async () => {
         busy = await metrics(emulator);
-        return sampleValue(busy, 'vllm:num_requests_waiting', labels)! > 0;
-      }, 'a queue to form');
+        // Requests arrive one by one: the first steps may run fewer while the rest queue up.
+        return sampleValue(busy, 'vllm:num_requests_waiting', labels)! > 0 && sampleValue(busy, 'vllm:num_requests_running', labels) === 4;
+      }, 'a queue to form behind a full batch');
       assert.equal(sampleValue(busy, 'vllm:num_requests_running', labels), 4);
       assert.ok(sampleValue(busy, 'vllm:kv_cache_usage_perc', labels)! > 0);
       assert.equal(sampleValue(busy, 'vllm:gpu_cache_usage_perc', labels), sampleValue(busy, 'vllm:kv_cache_usage_perc', labels));
