@@ -62,6 +62,9 @@ export interface ReplicaSpec {
   readonly maxNumSeqs: number;
   readonly maxQueue: number;
   readonly draining: boolean;
+  /** The engine's KV cache event endpoint (ZeroMQ PUB), when it publishes them. */
+  readonly kvEvents?: string;
+  readonly kvEventsTopic: string;
 }
 
 export interface StrategySlot {
