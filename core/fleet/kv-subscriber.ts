@@ -23,12 +23,15 @@ const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
 class Subscription {
   readonly socket: Subscriber;
+  /** Resolves once the socket has connected to the publisher (a PUB drops what is sent before). */
+  readonly connected: Promise<void>;
   constructor(
     readonly source: KvEventSource,
     index: KvIndex,
     log: Logger,
   ) {
     this.socket = new Subscriber({ maxMessageSize: MAX_MESSAGE_BYTES, receiveHighWaterMark: 100_000, linger: 0 });
+    this.connected = new Promise((resolve) => this.socket.events.on('connect', () => resolve()));
     this.socket.connect(source.endpoint);
     this.socket.subscribe(source.topic ?? '');
     void this.receive(index, log);
@@ -89,6 +92,14 @@ export class KvEventFeed {
         this.log.warn('kv events: cannot subscribe', { replica: source.replica, endpoint: source.endpoint, error: (error as Error).message });
       }
     }
+  }
+
+  /** Resolves once the replica's subscription is connected; false when there is none. */
+  async connected(replica: string): Promise<boolean> {
+    const subscription = this.subscriptions.get(replica);
+    if (!subscription) return false;
+    await subscription.connected;
+    return true;
   }
 
   close(): void {
