@@ -45,7 +45,7 @@ export default {
       if (match === undefined) return `${id} publishes no KV events`;
       const since = unconfirmedSince.get(id);
       if (since === undefined) return undefined;
-      if (now - match.ageMs >= since) {
+      if (now - match.ageMs > since) {
         unconfirmedSince.delete(id);
         return undefined;
       }
