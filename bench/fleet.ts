@@ -27,9 +27,9 @@ const systemPrompts = Number(values['system-prompts']);
 const REPLICAS = 4;
 const TURNS = 4;
 
-// The 8B H100 profile with an eighth of its KV cache (a GPU shared with a bigger batch, or a
-// longer-context model): 3,650 blocks, 58k tokens, so that a few hundred shared prompts overflow
-// four of them within a short run.
+// The 8B H100 profile with a quarter of its KV cache (a GPU shared with other work, or a bigger
+// model): 7,301 blocks, 117k tokens each, 467k for the fleet, so that 300 shared prompts of ~3k
+// tokens (900k) overflow the fleet within a run of a few minutes of CPU.
 const base = PROFILES['llama-3.1-8b-h100'];
 const replicaProfile: EngineProfile = { ...base, name: 'bench-8b', numGpuBlocks: Math.floor(base.numGpuBlocks / 4), maxModelLen: 32_768 };
 // The oracle: one engine with the fleet's cache, batch and token budget, each token costing a
