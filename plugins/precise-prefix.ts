@@ -10,6 +10,12 @@
 // strategy in the chain (approximate prefix affinity) decides.
 import { loadScore, type Alternative, type Candidate, type CachedPrefix, type StrategyDefinition } from '../sdk/index.ts';
 
+/** A replica's entry: a scan, as a pool has a handful of replicas and a Map per request would cost more. */
+function matchOf(matches: readonly CachedPrefix[], replica: string): CachedPrefix | undefined {
+  for (let i = 0; i < matches.length; i++) if (matches[i].replica === replica) return matches[i];
+  return undefined;
+}
+
 interface Config {
   release_threshold: number;
   /** Skip a replica whose in-flight count exceeds this × the candidates' mean (+1); null: no bound. */
@@ -57,12 +63,11 @@ export default {
         if (index === undefined) return { pass: true, reason: 'this router has no KV event index' };
         const hashes = request.prefixHashes;
         if (hashes.length === 0) return { pass: true, reason: 'prompt shorter than one block' };
-        const matches = new Map<string, CachedPrefix>();
-        for (const m of index.longestPrefix(hashes)) matches.set(m.replica, m);
+        const matches = index.longestPrefix(hashes);
         const now = ctx.now();
         let total = 0;
         for (const candidate of candidates) {
-          const stale = staleness(candidate.id, matches.get(candidate.id), now);
+          const stale = staleness(candidate.id, matchOf(matches, candidate.id), now);
           if (stale !== undefined) return { pass: true, reason: `${stale}: falling back` };
           total += candidate.signals.inFlight;
         }
@@ -72,7 +77,7 @@ export default {
         let bestLoad = Infinity;
         const alternatives: Alternative[] = [];
         for (const candidate of candidates) {
-          const blocks = matches.get(candidate.id)!.blocks;
+          const blocks = matchOf(matches, candidate.id)!.blocks;
           const { kvUsage, inFlight } = candidate.signals;
           if (kvUsage >= config.release_threshold) {
             alternatives.push({ replica: candidate.id, score: blocks, note: `released: kv ${kvUsage.toFixed(2)}` });

@@ -1,6 +1,6 @@
 // Which replica holds which KV blocks: the engines' KV cache events (vLLM's
-// BlockStored / BlockRemoved / AllBlocksCleared) applied to one index keyed
-// by block hash. Strategies read it through the SDK (`ctx.kvIndex`). Every
+// BlockStored / BlockRemoved / AllBlocksCleared) applied to one set of block
+// hashes per replica. Strategies read it through the SDK (`ctx.kvIndex`). Every
 // router subscribes to every engine, so all routers' indexes converge on the
 // engines' truth. Bounded: each replica holds at most `maxBlocksPerReplica`
 // blocks here (an engine reporting more is reset, counted), and a batch that
@@ -45,8 +45,6 @@ export class KvIndex implements KvIndexView {
   private readonly now: () => number;
   private readonly maxBlocks: number;
   private readonly replicas = new Map<string, ReplicaBlocks>();
-  /** Block key → the replicas holding it. */
-  private readonly holders = new Map<BlockKey, ReplicaBlocks[]>();
 
   constructor(options: KvIndexOptions) {
     this.now = options.now;
@@ -129,42 +127,29 @@ export class KvIndex implements KvIndexView {
       this.clear(entry);
     }
     entry.blocks.add(key);
-    const list = this.holders.get(key);
-    if (list === undefined) this.holders.set(key, [entry]);
-    else list.push(entry);
   }
 
   private remove(entry: ReplicaBlocks, key: BlockKey): void {
-    if (!entry.blocks.delete(key)) return;
-    const list = this.holders.get(key)!;
-    if (list.length === 1) this.holders.delete(key);
-    else list.splice(list.indexOf(entry), 1);
+    entry.blocks.delete(key);
   }
 
   private clear(entry: ReplicaBlocks): void {
-    for (const key of entry.blocks) {
-      const list = this.holders.get(key)!;
-      if (list.length === 1) this.holders.delete(key);
-      else list.splice(list.indexOf(entry), 1);
-    }
     entry.blocks.clear();
   }
 
+  /**
+   * Each replica's run of held blocks from the first: one set lookup per
+   * block held plus one, so a replica that misses early costs almost nothing
+   * (a prompt is at most the router's prefix_max_blocks long).
+   */
   longestPrefix(hashes: readonly number[]): CachedPrefix[] {
-    const depth = new Map<ReplicaBlocks, number>();
-    // Replicas still matching after block i: the holders of block 0, narrowed block by block.
-    let matching: ReplicaBlocks[] | undefined;
-    for (let i = 0; i < hashes.length; i++) {
-      const list = this.holders.get(hashes[i]);
-      if (list === undefined) break;
-      matching = matching === undefined ? list.slice() : matching.filter((r) => list.includes(r));
-      if (matching.length === 0) break;
-      for (const r of matching) depth.set(r, i + 1);
-    }
     const now = this.now();
     const out: CachedPrefix[] = [];
     for (const entry of this.replicas.values()) {
-      out.push({ replica: entry.id, blocks: depth.get(entry) ?? 0, ageMs: entry.lastEventAt === -Infinity ? Infinity : now - entry.lastEventAt });
+      const blocks = entry.blocks;
+      let depth = 0;
+      while (depth < hashes.length && blocks.has(hashes[depth])) depth++;
+      out.push({ replica: entry.id, blocks: depth, ageMs: entry.lastEventAt === -Infinity ? Infinity : now - entry.lastEventAt });
     }
     return out;
   }
