@@ -187,7 +187,8 @@ describe('emulator: options', () => {
 
 describe('emulator: /metrics', () => {
   it('exposes vLLM’s metric names, and they move under load', async () => {
-    const emulator = await startEmulator({ profile: 'tiny', speed: SPEED, adapters: ['support-v2'] });
+    // Real time (speed 1): each request runs for ~0.6 s, so all eight are in the engine at once, four running, however slowly the client sends them.
+    const emulator = await startEmulator({ profile: 'tiny', speed: 1, adapters: ['support-v2'] });
     try {
       const client = clientFor(emulator);
       const idle = await metrics(emulator);
