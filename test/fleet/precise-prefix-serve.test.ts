@@ -8,8 +8,8 @@ import { createServer } from 'node:net';
 import { after, test } from 'node:test';
 import { KvIndex } from '../../core/fleet/kv-index.ts';
 import { KvEventFeed, kvEventSources } from '../../core/fleet/kv-subscriber.ts';
-import { builtinRegistry } from '../../core/plugins/builtins.ts';
-import { loadPolicyTexts } from '../../core/policy/load.ts';
+import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
+import { buildSnapshot } from '../../core/policy/load.ts';
 import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
 import { OPEN_TENANTS, startTestRouter, TINY_MODELS, until } from '../helpers/router.ts';
 
@@ -40,7 +40,7 @@ pools:
       - { id: r1, url: "emulate://tiny", kv_events: "tcp://127.0.0.1:${ports[1]}" }
 `;
   const index = new KvIndex({ now: Date.now });
-  const loaded = loadPolicyTexts({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools }, { registry: builtinRegistry, seed: 1, kvIndex: index });
+  const loaded = buildSnapshot(policyInputsFromTexts({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools }), { seed: 1, kvIndex: index });
   assert.ok(loaded.snapshot, JSON.stringify(loaded.problems));
   const snapshot = loaded.snapshot;
   const t = await startTestRouter({}, { policy: fixedPolicy(snapshot) });
