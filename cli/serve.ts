@@ -6,6 +6,9 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Logger as SdkLogger } from '../sdk/index.ts';
+import { KvIndex } from '../core/fleet/kv-index.ts';
+import { KvEventFeed, kvEventSources } from '../core/fleet/kv-subscriber.ts';
+import { registerKvMetrics } from '../core/observe/kv-metrics.ts';
 import { routerLogger } from '../core/observe/logger.ts';
 import { DEFAULT_WATCHDOG_MS, startWatchdog } from '../core/observe/watchdog.ts';
 import { PolicyStore } from '../core/policy/store.ts';
@@ -94,12 +97,15 @@ export async function runServe(argv: string[]): Promise<number> {
 
   const log = routerLogger({ level: values['log-level'] });
   const storeLog: SdkLogger = { info: (message, fields) => log.info(fields ?? {}, message), warn: (message, fields) => log.warn(fields ?? {}, message) };
+  // Replicas with kv_events publish their KV cache: strategies see it as ctx.kvIndex.
+  const kvIndex = new KvIndex({ now: Date.now });
   let store: PolicyStore;
   try {
     store = await PolicyStore.open({
       dir: values.policies!,
       seed: Date.now(),
       log: storeLog,
+      kvIndex,
       controlPlane: values['control-plane']
         ? { url: values['control-plane'], ttlMs, log: storeLog, cacheFile: values['state-dir'] ? join(values['state-dir'], 'routing-table.json') : undefined }
         : undefined,
@@ -141,10 +147,15 @@ export async function runServe(argv: string[]): Promise<number> {
       (error) => router.app.log.error({ err: error }, 'SIGHUP: reload failed'),
     );
   });
+  const kvFeed = new KvEventFeed(kvIndex, storeLog);
+  kvFeed.sync(kvEventSources(store.current().replicas.values()));
+  store.on('swap', ({ snapshot }) => kvFeed.sync(kvEventSources(snapshot.replicas.values())));
+  registerKvMetrics(router.metrics.registry, kvIndex);
 
   return new Promise<number>((resolve) => {
     const stop = (signal: string) => {
       router.app.log.info({ signal }, 'shutting down: finishing in-flight requests');
+      kvFeed.close();
       router
         .close()
         .then(() => store.close())

@@ -73,8 +73,8 @@ export async function runSim(argv: string[]): Promise<number> {
     if (values.out) mkdirSync(values.out, { recursive: true });
     const cpu = process.cpuUsage();
     const result = simulate({
-      policy: (seed, now) => {
-        const built = buildSnapshot(inputs, { seed, now });
+      policy: (seed, now, kvIndex) => {
+        const built = buildSnapshot(inputs, { seed, now, kvIndex });
         if (!built.snapshot) throw new PolicyError(built.problems);
         return built.snapshot;
       },

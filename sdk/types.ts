@@ -3,7 +3,7 @@
 // the router is reachable from a plugin.
 
 /** The SDK's API version. A plugin declares the range it supports (`sdk: '^1'`). */
-export const SDK_VERSION = '1.0.0';
+export const SDK_VERSION = '1.1.0';
 
 export type Engine = 'vllm' | 'sglang';
 export type Priority = 'interactive' | 'batch';
@@ -104,6 +104,30 @@ export interface Logger {
   warn(message: string, fields?: Record<string, unknown>): void;
 }
 
+/** How much of a prompt one replica's KV cache holds, as its engine's KV events report it. */
+export interface CachedPrefix {
+  readonly replica: string;
+  /** Leading blocks of the prompt (its `prefixHashes`) the replica's cache holds. */
+  readonly blocks: number;
+  /** Milliseconds since the replica's last KV event batch; Infinity when none came yet. */
+  readonly ageMs: number;
+}
+
+/**
+ * Which replica holds which KV blocks, fed by the engines' KV cache events
+ * (vLLM's BlockStored / BlockRemoved over ZeroMQ; the simulator's engines the
+ * same). Every router subscribes to every engine, so every router sees the
+ * same index. Block hashes are those of `RoutedRequest.prefixHashes`.
+ */
+export interface KvIndexView {
+  /**
+   * For every replica whose events the router receives: how many leading
+   * blocks of `hashes` its cache holds (0 when none) and how old its events
+   * are. Replicas that publish no events are absent.
+   */
+  longestPrefix(hashes: readonly number[]): readonly CachedPrefix[];
+}
+
 /** What the router hands a strategy when creating it. */
 export interface StrategyContext {
   /** Seeded random source in [0, 1): the same seed gives the same picks. */
@@ -117,6 +141,8 @@ export interface StrategyContext {
   readonly loadScoreWeights: LoadScoreWeights;
   /** State handed over by the instance this one replaces on a reload (see `exportState`). */
   readonly previousState?: unknown;
+  /** The engines' KV cache contents, when replicas publish KV events (absent in routers that have no index). */
+  readonly kvIndex?: KvIndexView;
 }
 
 export interface StrategyInstance {

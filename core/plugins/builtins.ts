@@ -3,6 +3,7 @@
 import leastLoad from '../../plugins/least-load.ts';
 import loraAffinity from '../../plugins/lora-affinity.ts';
 import powerOfTwo from '../../plugins/power-of-two.ts';
+import precisePrefix from '../../plugins/precise-prefix.ts';
 import prefixAffinity from '../../plugins/prefix-affinity.ts';
 import random from '../../plugins/random.ts';
 import roundRobin from '../../plugins/round-robin.ts';
@@ -11,6 +12,7 @@ import { registryOf, type AnyStrategy, type StrategyRegistry } from './registry.
 
 export const BUILTIN_STRATEGIES: readonly AnyStrategy[] = [
   sessionAffinity,
+  precisePrefix,
   prefixAffinity,
   loraAffinity,
   powerOfTwo,

@@ -4,7 +4,7 @@
 // nothing is built from a policy set that has one. Each kind of document has
 // its stage in compile/.
 import { createHash } from 'node:crypto';
-import type { Logger } from '../../sdk/index.ts';
+import type { KvIndexView, Logger } from '../../sdk/index.ts';
 import { plainChoices, poolsOfVersions, poolSteps, type PoolSteps } from '../decide/derived.ts';
 import type { ModelChoice } from '../decide/model.ts';
 import type { StrategyRegistry } from '../plugins/registry.ts';
@@ -29,6 +29,8 @@ export interface CompileOptions {
   readonly log?: Logger;
   /** The snapshot being replaced: strategies may carry state over (exportState). */
   readonly previous?: Snapshot;
+  /** The engines' KV cache contents (KV events), for strategies' ctx.kvIndex. */
+  readonly kvIndex?: KvIndexView;
 }
 
 const silentLog: Logger = { info() {}, warn() {} };
@@ -45,7 +47,7 @@ export function compilePolicy(checked: readonly CheckedSource[], options: Compil
   const poolRules = compilePoolRules(ctx, rules, pools.poolNames);
   if (ctx.problems.length) return { problems: ctx.problems };
 
-  const finalPools = createStrategies(ctx, pools, { seed: options.seed ?? 1, now: options.now ?? Date.now, log: options.log ?? silentLog, previous: options.previous });
+  const finalPools = createStrategies(ctx, pools, { seed: options.seed ?? 1, now: options.now ?? Date.now, log: options.log ?? silentLog, previous: options.previous, kvIndex: options.kvIndex });
   if (!finalPools) return { problems: ctx.problems };
   const poolsByVersion = new Map<string, Pool[]>();
   for (const pool of finalPools) {

@@ -81,6 +81,9 @@ export interface ReplicaSpec {
   readonly draining: boolean;
   /** Derived when compiled: the capacity strategies see. */
   readonly capacity: Candidate['capacity'];
+  /** The engine's KV cache event endpoint (ZeroMQ PUB), when it publishes them. */
+  readonly kvEvents?: string;
+  readonly kvEventsTopic: string;
 }
 
 export interface StrategySlot {

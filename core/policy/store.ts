@@ -8,7 +8,7 @@
 // watching is watch.ts.
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import type { Logger } from '../../sdk/index.ts';
+import type { KvIndexView, Logger } from '../../sdk/index.ts';
 import { displayPath, formatProblem, PolicyError, type PolicyProblem } from '../diagnostics/problem.ts';
 import type { CageStatus } from '../plugins/cage/cage.ts';
 import { PluginLoader, type LoadedPlugin } from '../plugins/loader.ts';
@@ -34,6 +34,8 @@ export interface PolicyStoreOptions {
   readonly seed?: number | string;
   /** The strategies' clock. */
   readonly now?: () => number;
+  /** The engines' KV cache contents (fed by KV events), for strategies' ctx.kvIndex. */
+  readonly kvIndex?: KvIndexView;
   readonly log?: Logger;
   /** A replaced snapshot still held after this long is disposed anyway, with a warning. Default 15 min. */
   readonly drainTimeoutMs?: number;
@@ -343,6 +345,7 @@ export class PolicyStore {
       now: this.#options.now,
       log: this.#log,
       previous,
+      kvIndex: this.#options.kvIndex,
     };
   }
 

@@ -6,6 +6,7 @@ import { seededRandom } from '../random.ts';
 import type {
   Candidate,
   Engine,
+  KvIndexView,
   LoadScoreWeights,
   LoadSignals,
   Logger,
@@ -107,6 +108,32 @@ export interface ContextInit {
   readonly pool?: string;
   readonly loadScoreWeights?: LoadScoreWeights;
   readonly previousState?: unknown;
+  readonly kvIndex?: KvIndexView;
+}
+
+/** A replica's KV cache as a test states it: the block hashes it holds, and when its last event came. */
+export interface TestKvHolding {
+  readonly hashes: Iterable<number>;
+  /** Clock time (ms) of the replica's last KV event; -Infinity: none yet. */
+  lastEventAt?: number;
+}
+
+/**
+ * A KvIndexView over holdings the test sets (and may change between picks):
+ * what the router's index answers from the engines' KV events.
+ */
+export function kvIndex(holdings: Record<string, TestKvHolding>, now: () => number): KvIndexView {
+  return {
+    longestPrefix(hashes) {
+      return Object.entries(holdings).map(([replica, holding]) => {
+        const held = new Set(holding.hashes);
+        let blocks = 0;
+        while (blocks < hashes.length && held.has(hashes[blocks])) blocks++;
+        const at = holding.lastEventAt ?? -Infinity;
+        return { replica, blocks, ageMs: at === -Infinity ? Infinity : now() - at };
+      });
+    },
+  };
 }
 
 export function context(init: ContextInit = {}): TestContext {
@@ -123,6 +150,7 @@ export function context(init: ContextInit = {}): TestContext {
     pool: init.pool ?? 'general',
     loadScoreWeights: init.loadScoreWeights ?? DEFAULT_LOAD_SCORE_WEIGHTS,
     previousState: init.previousState,
+    kvIndex: init.kvIndex,
     setTime: (ms) => {
       time = ms;
     },

@@ -9,14 +9,16 @@ import type { EngineKind } from './metrics.ts';
 import { startEmulator, type Emulator, type EmulatorOptions } from './server.ts';
 
 export const EMULATE_USAGE = `usage: switchyard emulate --profile NAME [--port N] [--host H] [--engine vllm|sglang]
-                          [--speed X] [--model NAME] [--lora NAME]...
+                          [--speed X] [--model NAME] [--lora NAME]... [--kv-events ENDPOINT [--kv-events-topic T]]
   --profile   engine profile: ${PROFILE_NAMES.join(', ')}
   --port      port to listen on (default 8000; 0 picks a free one)
   --host      address to bind (default 127.0.0.1)
   --engine    whose API and metric names to speak (default vllm)
   --speed     run the profile's timing X times faster (default 1)
   --model     served model name (default: the profile's model)
-  --lora      a LoRA adapter to register and pre-load; repeat for more`;
+  --lora      a LoRA adapter to register and pre-load; repeat for more
+  --kv-events publish KV cache events as vLLM does (ZeroMQ PUB), e.g. tcp://127.0.0.1:5557
+  --kv-events-topic  their topic (default kv-events)`;
 
 export interface CommandIO {
   readonly stdout?: { write(text: string): unknown };
@@ -45,6 +47,8 @@ export function parseEmulateArgs(argv: readonly string[]): EmulatorOptions | 'he
         speed: { type: 'string' },
         model: { type: 'string' },
         lora: { type: 'string', multiple: true },
+        'kv-events': { type: 'string' },
+        'kv-events-topic': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -69,6 +73,10 @@ export function parseEmulateArgs(argv: readonly string[]): EmulatorOptions | 'he
     throw new UsageError(`--speed must be a positive number, got '${values.speed}'`);
   }
   if (values.model !== undefined && values.model === '') throw new UsageError('--model must not be empty');
+  const kvEvents = values['kv-events'];
+  if (kvEvents !== undefined && !/^(tcp|ipc):\/\/\S{1,200}$/.test(kvEvents)) {
+    throw new UsageError(`--kv-events must be a ZeroMQ endpoint such as tcp://127.0.0.1:5557, got '${kvEvents}'`);
+  }
 
   return {
     port,
@@ -78,6 +86,8 @@ export function parseEmulateArgs(argv: readonly string[]): EmulatorOptions | 'he
     speed,
     servedModelName: values.model,
     adapters: values.lora ?? [],
+    kvEvents,
+    kvEventsTopic: values['kv-events-topic'],
   };
 }
 

@@ -39,7 +39,7 @@ export class EmbeddedFleet implements ReplicaAddresses {
     }
     const starts: Promise<unknown>[] = [];
     for (const [id, { spec, model, adapters }] of wanted) {
-      const key = `${spec.url}|${spec.engine}|${model}|${spec.adapters.join(',')}|${adapters.join(',')}|${spec.maxLoras}|${spec.maxNumSeqs}`;
+      const key = `${spec.url}|${spec.engine}|${model}|${spec.adapters.join(',')}|${adapters.join(',')}|${spec.maxLoras}|${spec.maxNumSeqs}|${spec.kvEvents ?? ''}|${spec.kvEventsTopic}`;
       const current = this.running.get(id);
       if (current?.key === key) continue;
       if (current) void current.emulator.then((e) => e.close()).catch(() => {});
@@ -54,6 +54,9 @@ export class EmbeddedFleet implements ReplicaAddresses {
         registeredAdapters: adapters,
         maxLoras: spec.maxLoras,
         maxNumSeqs: spec.maxNumSeqs,
+        // The router subscribes to this endpoint: the emulator binds it (tcp://127.0.0.1:PORT).
+        kvEvents: spec.kvEvents,
+        kvEventsTopic: spec.kvEventsTopic || undefined,
       });
       const running: Running = { key, emulator };
       this.running.set(id, running);

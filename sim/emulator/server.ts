@@ -4,13 +4,15 @@
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyError, type FastifyReply } from 'fastify';
 import { EngineModel } from '../engine/engine-model.ts';
+import { KvEventRecorder } from '../engine/kv-events.ts';
 import { getProfile, type EngineProfile } from '../engine/profiles.ts';
 import { embeddingResponse } from './embeddings.ts';
 import { EmulatorError, badRequest, errorBody } from './errors.ts';
 import { generate, type PromptJob } from './generate.ts';
+import { KvEventPublisher } from './kv-publisher.ts';
 import { EngineExporter, type EngineKind } from './metrics.ts';
 import { parseChatBody, parseCompletionBody, parseEmbeddingBody, parseLoraBody, type GenerationSpec } from './parse-request.ts';
-import { estimateTokens, promptBlocks } from './prompt.ts';
+import { estimateTokens, sequenceBlocks } from './prompt.ts';
 import { responseId } from './responses.ts';
 import { scaledClock } from './scaled-clock.ts';
 import { ServedModels } from './served-models.ts';
@@ -38,12 +40,18 @@ export interface EmulatorOptions {
   readonly maxNumSeqs?: number;
   /** Output length when a request sets no max_tokens (it then ends with finish_reason "stop"). */
   readonly defaultMaxTokens?: number;
+  /** Publish KV cache events on this ZeroMQ endpoint (tcp://127.0.0.1:5557; port * picks one), as vLLM's --kv-events-config. */
+  readonly kvEvents?: string;
+  /** The events' topic (vLLM's kv-events-config topic). Default "kv-events". */
+  readonly kvEventsTopic?: string;
 }
 
 export interface Emulator {
   readonly url: string;
   readonly port: number;
   readonly engine: EngineModel;
+  /** Where KV cache events are published (the bound endpoint), when they are. */
+  readonly kvEvents?: string;
   /** Makes GET /health answer 200 (true) or 503 (false); generation is unaffected. */
   setHealthy(ok: boolean): void;
   close(): Promise<void>;
@@ -71,6 +79,11 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
   const models = new ServedModels({ servedModelName: servedName, modelPath, maxModelLen: profile.maxModelLen, ownedBy: kind });
   for (const adapter of new Set([...adapters, ...(options.registeredAdapters ?? [])])) models.register(adapter, `/adapters/${adapter}`);
   const exporter = new EngineExporter(kind, servedName, engine);
+  let publisher: KvEventPublisher | undefined;
+  if (options.kvEvents !== undefined) {
+    publisher = await KvEventPublisher.bind(options.kvEvents, options.kvEventsTopic ?? 'kv-events', profile.blockSize);
+    engine.setKvListener(new KvEventRecorder(publisher.record.bind(publisher)));
+  }
   let healthy = true;
 
   const app = Fastify({ logger: false, bodyLimit: 64 * 1024 * 1024, forceCloseConnections: true });
@@ -101,10 +114,11 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
           spec.kind === 'chat' ? 'messages' : 'prompt',
         );
       }
+      const maxTokens = spec.maxTokens ?? Math.min(defaultMaxTokens, profile.maxModelLen - promptTokens);
       return {
         promptTokens,
-        blocks: promptBlocks(text, servedName, adapter),
-        maxTokens: spec.maxTokens ?? Math.min(defaultMaxTokens, profile.maxModelLen - promptTokens),
+        blocks: sequenceBlocks(text, maxTokens, servedName, adapter, spec.kind === 'chat'),
+        maxTokens,
         finishReason: spec.maxTokens === undefined ? 'stop' : 'length',
       };
     });
@@ -154,6 +168,7 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
     await app.listen({ port: options.port ?? 0, host });
   } catch (error) {
     engine.stop();
+    publisher?.close();
     throw error;
   }
   const address = app.server.address();
@@ -164,6 +179,7 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
     url: `http://${urlHost}:${port}`,
     port,
     engine,
+    kvEvents: publisher?.endpoint,
     setHealthy(ok) {
       healthy = ok;
     },
@@ -171,6 +187,7 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
       // Ends every stream first, so closing the server does not wait on them.
       engine.stop();
       await app.close();
+      publisher?.close();
     },
   };
 }

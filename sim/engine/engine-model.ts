@@ -6,7 +6,7 @@
 // emulator, so the per-step loop allocates nothing and per-token callbacks are
 // optional.
 import type { Clock, TimerHandle } from '../clock.ts';
-import { KvCache, KvHolding } from './kv-cache.ts';
+import { KvCache, KvHolding, type KvCacheListener } from './kv-cache.ts';
 import { LoraSlots } from './lora-slots.ts';
 import { blockCount, NO_BLOCKS, type PromptBlocks } from './prompt-blocks.ts';
 import { validateProfile, type EngineProfile } from './profiles.ts';
@@ -24,7 +24,10 @@ class Sequence {
   readonly wantsTokens: boolean;
   readonly prompt: PromptBlocks;
   readonly arrivedAt: number;
-  /** Prompt blocks that may be cached: those the prompt describes, at most its full blocks. */
+  /**
+   * Blocks that may be cached: those the request describes (its prompt's,
+   * then its output's), at most the full blocks of prompt plus output.
+   */
   readonly hashLimit: number;
   /** The KV blocks held (from the engine's pool of holdings). */
   holding: KvHolding;
@@ -51,7 +54,7 @@ class Sequence {
     this.prompt = request.blocks ?? NO_BLOCKS;
     this.arrivedAt = arrivedAt;
     this.numTokens = request.promptTokens;
-    this.hashLimit = Math.min(blockCount(this.prompt), Math.floor(request.promptTokens / blockSize));
+    this.hashLimit = Math.min(blockCount(this.prompt), Math.floor((request.promptTokens + request.maxTokens) / blockSize));
     this.holding = holding;
   }
 }
@@ -211,6 +214,17 @@ export class EngineModel {
     for (const id of [...this.byId.keys()]) this.cancel(id);
     // Called from a callback inside a step, the step loop is still on the stack and ends itself.
     this.busy = this.completing;
+  }
+
+  /** Reports blocks entering and leaving the prefix cache (KV events); undefined stops reporting. */
+  setKvListener(listener: KvCacheListener | undefined): void {
+    this.kv.listener = listener;
+  }
+
+  /** Every block in the prefix cache as [stream, block] (a check for tests: costs per block). */
+  cachedBlockIds(): [number, number][] {
+    if (this.windowSteps > 0) this.syncWindow();
+    return [...this.kv.cachedBlockIds()];
   }
 
   isAdapterLoaded(adapter: string): boolean {
@@ -382,6 +396,8 @@ export class EngineModel {
         kv.allocate(seq.holding, need);
         seq.numBlocks += need;
       }
+      // Output blocks the skipped steps and the step now built filled.
+      if (seq.hashedBlocks < seq.hashLimit) this.cacheFilled(seq, seq.numComputed + 1);
     }
     this.generationTokenCount += steps * count;
     this.stepCount += steps;
@@ -435,9 +451,10 @@ export class EngineModel {
         seq.numBlocks += need;
       }
       if (tokens === 1 && seq.outputTokens > 0) {
-        // A decode: one token, nothing to hash.
+        // A decode: one token; it may fill a block of output, which is cached as a prompt's is.
         seq.scheduled = 1;
         decodes++;
+        if (end >= (seq.hashedBlocks + 1) * blockSize && seq.hashedBlocks < seq.hashLimit) this.cacheFilled(seq, end);
       } else {
         this.scheduleChunk(seq, tokens);
       }
@@ -521,8 +538,12 @@ export class EngineModel {
     }
     work.prefillTokens += tokens;
     work.attentionPairs += chunkAttentionPairs(seq.numComputed, tokens);
-    // vLLM caches a block as soon as a step that fills it is scheduled.
-    const full = Math.min(Math.floor((seq.numComputed + tokens) / this.profile.blockSize), seq.hashLimit);
+    this.cacheFilled(seq, seq.numComputed + tokens);
+  }
+
+  /** vLLM caches a block as soon as a step that fills it is scheduled: `tokens` will have KV once this step ends. */
+  private cacheFilled(seq: Sequence, tokens: number): void {
+    const full = Math.min(Math.floor(tokens / this.profile.blockSize), seq.hashLimit);
     if (full > seq.hashedBlocks) {
       this.kv.cache(seq.holding, seq.prompt, seq.hashedBlocks, full);
       seq.hashedBlocks = full;

@@ -17,6 +17,18 @@
 // against a block-by-block model of the same rules.
 import type { PromptBlocks } from './prompt-blocks.ts';
 
+/**
+ * Told when blocks enter and leave the prefix cache (vLLM's BlockStored and
+ * BlockRemoved): what a KV event publisher needs. Blocks are named as the
+ * cache names them: block j of a prompt, or blocks [lo, hi) of a stream.
+ */
+export interface KvCacheListener {
+  /** Blocks [from, to) of `prompt` became cached (a copy of a prefix cached elsewhere does not). */
+  stored(prompt: PromptBlocks, from: number, to: number): void;
+  /** Blocks [lo, hi) of `stream` were evicted. */
+  removed(stream: number, lo: number, hi: number): void;
+}
+
 /** A range of one stream's cached blocks with one reference count; in the LRU list while unreferenced. */
 class Segment {
   stream: number;
@@ -83,6 +95,8 @@ export class KvCache {
   /** Each stream's cached segments, sorted and disjoint. Keys are int32 so that they stay small integers. */
   private readonly byStream = new Map<number, Segment[]>();
   private lastUnreferenced = 0;
+  /** Set by whoever publishes KV events; unset, the cache reports nothing. */
+  listener: KvCacheListener | undefined;
 
   constructor(numBlocks: number, blockSize: number) {
     this.numBlocks = numBlocks;
@@ -187,6 +201,7 @@ export class KvCache {
       this.lruBlocks -= n;
       this.cached -= n;
       evict -= n;
+      this.listener?.removed(segment.stream, segment.hi, segment.hi + n);
       if (n === size) {
         this.unlink(segment);
         this.remove(segment);
@@ -205,9 +220,14 @@ export class KvCache {
     let start = 0;
     for (let r = 0; r < ends.length && start < to; r++) {
       const end = ends[r] < to ? ends[r] : to;
-      if (end > from) this.cacheRange(holding, streams[r] | 0, start > from ? start : from, end);
+      if (end > from) this.cacheRange(holding, prompt, streams[r] | 0, start > from ? start : from, end);
       start = ends[r];
     }
+  }
+
+  /** Every cached block as [stream, block] pairs, referenced or not (for tests and checks; costs per block). */
+  *cachedBlockIds(): IterableIterator<[number, number]> {
+    for (const [stream, list] of this.byStream) for (const segment of list) for (let j = segment.lo; j < segment.hi; j++) yield [stream, j];
   }
 
   /** Drops the holding's references: freed cached ranges go to the LRU tail (last blocks first), private blocks to the head. */
@@ -232,7 +252,7 @@ export class KvCache {
     holding.ranges = 0;
   }
 
-  private cacheRange(holding: KvHolding, stream: number, from: number, to: number): void {
+  private cacheRange(holding: KvHolding, prompt: PromptBlocks, stream: number, from: number, to: number): void {
     let list = this.byStream.get(stream);
     if (list === undefined) {
       list = [];
@@ -262,6 +282,7 @@ export class KvCache {
       const last = holding.ranges - 1;
       if (last >= 0 && holding.streams[last] === stream && holding.his[last] === at) holding.his[last] = gapEnd;
       else holding.add(stream, at, gapEnd);
+      this.listener?.stored(prompt, at, gapEnd);
       at = gapEnd;
     }
   }

@@ -12,14 +12,22 @@ export interface PromptBlocks {
   readonly streams: ArrayLike<number>;
   /** Each run's end, exclusive and increasing: run r covers blocks [ends[r-1] (0 for the first), ends[r]). */
   readonly ends: ArrayLike<number>;
+  /**
+   * Block j's chained hash as a router computes it (sdk `prefixHashes`): the
+   * name KV events give the block. Blocks past its end are cached but not
+   * reported.
+   */
+  readonly hashes?: ArrayLike<number>;
+  /** The token ids of block j, for KV events (BlockStored carries them). */
+  readonly tokenIds?: (block: number) => number[];
 }
 
 /** A prompt with no cacheable blocks. */
 export const NO_BLOCKS: PromptBlocks = { streams: [], ends: [] };
 
-/** Per-block chained hashes (`prefixHashes`), one run each. */
-export function blocksOfHashes(hashes: readonly number[]): PromptBlocks {
-  return { streams: hashes, ends: Array.from({ length: hashes.length }, (_, i) => i + 1) };
+/** Per-block chained hashes (`prefixHashes`), one run each; each block's hash is its name in KV events. */
+export function blocksOfHashes(hashes: readonly number[], tokenIds?: (block: number) => number[]): PromptBlocks {
+  return { streams: hashes, ends: Array.from({ length: hashes.length }, (_, i) => i + 1), hashes, tokenIds };
 }
 
 /** The number of blocks a prompt's runs cover. */

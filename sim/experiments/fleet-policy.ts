@@ -6,6 +6,7 @@ import { stringify } from 'yaml';
 import { buildSnapshot } from '../../core/policy/load.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import type { Snapshot } from '../../core/policy/snapshot.ts';
+import type { KvIndexView } from '../../sdk/index.ts';
 import type { PolicyFactory } from '../simulator/simulator.ts';
 import { PolicyError } from '../../core/diagnostics/problem.ts';
 
@@ -25,6 +26,8 @@ export interface PoolSpec {
   readonly maxLoras?: number;
   readonly saturation?: { kv_usage?: number; queue_depth?: number };
   readonly capacity?: { queue_depth?: number; retry_after_s?: number };
+  /** Replicas publish KV cache events (pools.yaml kv_events). */
+  readonly kvEvents?: boolean;
 }
 
 export interface FleetPolicySpec {
@@ -58,6 +61,7 @@ export function fleetPolicyFiles(spec: FleetPolicySpec): Record<string, string> 
         url: `emulate://${p.profile ?? PROFILE}`,
         ...(p.adapters?.[i]?.length ? { adapters: p.adapters[i] } : {}),
         ...(p.maxLoras !== undefined ? { max_loras: p.maxLoras } : {}),
+        ...(p.kvEvents ? { kv_events: `tcp://127.0.0.1:${5557 + i}` } : {}),
       })),
     })),
   };
@@ -94,8 +98,8 @@ export function fleetPolicyFiles(spec: FleetPolicySpec): Record<string, string> 
   };
 }
 
-export function snapshotOf(files: Record<string, string>, seed: string, now: () => number): Snapshot {
-  const loaded = buildSnapshot(policyInputsFromTexts(files), { seed, now });
+export function snapshotOf(files: Record<string, string>, seed: string, now: () => number, kvIndex?: KvIndexView): Snapshot {
+  const loaded = buildSnapshot(policyInputsFromTexts(files), { seed, now, kvIndex });
   if (!loaded.snapshot) throw new PolicyError(loaded.problems);
   return loaded.snapshot;
 }
@@ -103,7 +107,7 @@ export function snapshotOf(files: Record<string, string>, seed: string, now: () 
 /** A PolicyFactory for the simulator. */
 export function fleetPolicy(spec: FleetPolicySpec): PolicyFactory {
   const files = fleetPolicyFiles(spec);
-  return (seed, now) => snapshotOf(files, seed, now);
+  return (seed, now, kvIndex) => snapshotOf(files, seed, now, kvIndex);
 }
 
 /** The reference text's chain: session affinity, prefix affinity, then power of two. */

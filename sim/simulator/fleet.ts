@@ -28,10 +28,12 @@ export interface FleetOptions {
   /** Profile for replicas with real http(s) urls; without it they are an error. */
   readonly defaultProfile?: string;
   readonly maxStalenessMs: number;
+  /** Profiles of one's own, for emulate://NAME urls (benchmarks), besides the named ones. */
+  readonly profiles?: Readonly<Record<string, EngineProfile>>;
 }
 
 /** The engine profile a replica's url names, with the policy's per-replica limits (as serve does). */
-export function profileFor(spec: ReplicaSpec, defaultProfile?: string): EngineProfile {
+export function profileFor(spec: ReplicaSpec, defaultProfile?: string, extra?: Readonly<Record<string, EngineProfile>>): EngineProfile {
   let name: string;
   if (spec.url.startsWith(EMULATE)) {
     name = spec.url.slice(EMULATE.length).split(/[/?#]/)[0];
@@ -44,7 +46,7 @@ export function profileFor(spec: ReplicaSpec, defaultProfile?: string): EnginePr
   }
   let base: EngineProfile;
   try {
-    base = getProfile(name);
+    base = extra !== undefined && Object.hasOwn(extra, name) ? extra[name] : getProfile(name);
   } catch (error) {
     throw new SimError(`replica ${spec.id}: ${(error as Error).message}`);
   }
@@ -55,6 +57,8 @@ export class SimReplica {
   readonly engine: EngineModel;
   /** Set once a request with an adapter was sent here: scrapes then report adapters. */
   usesAdapters = false;
+  /** Its engine reports KV events to the routers' index. */
+  publishesKvEvents = false;
 
   constructor(
     readonly spec: ReplicaSpec,
@@ -145,7 +149,7 @@ export class SimFleet {
   ) {
     for (const pool of snapshot.pools) {
       for (const spec of pool.replicas) {
-        const replica = new SimReplica(spec, pool, profileFor(spec, options.defaultProfile), clock);
+        const replica = new SimReplica(spec, pool, profileFor(spec, options.defaultProfile, options.profiles), clock);
         this.replicas.push(replica);
         this.byId.set(spec.id, replica);
       }

@@ -10,7 +10,10 @@ import { createEnv, type DecideEnv } from '../../core/decide/env.ts';
 import { MemoryQuotaStore } from '../../core/decide/quota.ts';
 import { requestFacts, sha256Hex, type FactsOptions } from '../../core/facts/request-facts.ts';
 import type { Pool, Snapshot } from '../../core/policy/snapshot.ts';
-import { prefixSeed, seededRandom } from '../../sdk/index.ts';
+import { KvIndex } from '../../core/fleet/kv-index.ts';
+import { chainBlockHashes, prefixSeed, seededRandom, type KvIndexView } from '../../sdk/index.ts';
+import { KvEventRecorder, type KvBlockEvent } from '../engine/kv-events.ts';
+import type { EngineProfile } from '../engine/profiles.ts';
 import type { PromptBlocks } from '../engine/prompt-blocks.ts';
 import type { EngineRequest, EngineResult } from '../engine/types.ts';
 import { EventClock } from '../event-clock.ts';
@@ -26,8 +29,12 @@ import { GroupedStats, GroupStats, type GroupSummary } from './stats.ts';
 import type { PolicyProblem } from '../../core/diagnostics/problem.ts';
 import { formatPath } from '../../core/diagnostics/schema-problems.ts';
 
-/** Builds one router instance's snapshot; `now` is the virtual clock. Throws on an invalid policy. */
-export type PolicyFactory = (seed: string, now: () => number) => Snapshot;
+/**
+ * Builds one router instance's snapshot; `now` is the virtual clock, `kvIndex`
+ * the engines' KV cache contents (for strategies' ctx.kvIndex). Throws on an
+ * invalid policy.
+ */
+export type PolicyFactory = (seed: string, now: () => number, kvIndex: KvIndexView) => Snapshot;
 
 export interface SimOptions {
   readonly policy: PolicyFactory;
@@ -44,8 +51,15 @@ export interface SimOptions {
   readonly routers?: number;
   /** Exclude saturated replicas instead of deprioritizing them (the cascade experiment). */
   readonly excludeSaturated?: boolean;
+  /**
+   * Every replica publishes KV cache events into the routers' shared index.
+   * Default: the replicas with `kv_events` in the policy do.
+   */
+  readonly kvEvents?: boolean;
   /** Engine profile for replicas with http(s) urls. */
   readonly defaultProfile?: string;
+  /** Profiles of one's own that emulate://NAME urls may name (benchmarks). */
+  readonly profiles?: Readonly<Record<string, EngineProfile>>;
   /** Writes requests.csv (one row per request, streamed) and timeline.csv here. */
   readonly outDir?: string;
   /** Fleet samples every this many virtual ms (default 10 s). */
@@ -148,7 +162,11 @@ class Admitted implements EngineRequest {
     this.promptTokens = spec.promptTokens;
     this.maxTokens = spec.outputTokens;
     this.adapter = decision.adapter;
-    this.blocks = engineBlocks(spec.blocks, prefixSeed(decision.model, decision.adapter));
+    const runs = spec.sequenceBlocks ?? spec.blocks;
+    const seed = prefixSeed(decision.model, decision.adapter);
+    const blocks = engineBlocks(runs, seed);
+    // A replica that publishes KV events names its blocks as the router hashes them.
+    this.blocks = replica.publishesKvEvents ? { ...blocks, hashes: chainBlockHashes(rawBlockIds(runs), seed) } : blocks;
   }
 
   onFirstToken(t: number): void {
@@ -166,6 +184,8 @@ class Simulation {
   readonly seed: string;
   readonly routers: Router[] = [];
   readonly fleet: SimFleet;
+  /** The engines' KV events, as every router's subscriptions would see them: one index shared by all. */
+  readonly kvIndex: KvIndex;
   readonly source: RequestSource;
   readonly overall = new GroupStats();
   readonly pools = new GroupedStats();
@@ -202,8 +222,9 @@ class Simulation {
     const routerCount = options.routers ?? 1;
     if (!(Number.isInteger(routerCount) && routerCount >= 1)) throw new SimError(`routers must be a positive integer, not ${routerCount}`);
     const now = () => this.clock.now();
+    this.kvIndex = new KvIndex({ now });
     const seeds = Array.from({ length: routerCount }, (_, i) => (routerCount === 1 ? this.seed : `${this.seed}:router-${i}`));
-    const snapshots = seeds.map((seed) => options.policy(seed, now));
+    const snapshots = seeds.map((seed) => options.policy(seed, now, this.kvIndex));
     const snapshot = snapshots[0];
     const settings = snapshot.settings;
     this.scrapeIntervalMs = options.scrapeIntervalMs ?? settings.scrapeIntervalMs;
@@ -214,10 +235,12 @@ class Simulation {
       routers: routerCount,
       excludeSaturated: options.excludeSaturated ?? false,
       defaultProfile: options.defaultProfile,
+      profiles: options.profiles,
       maxStalenessMs: settings.maxStalenessMs,
     });
     if (this.fleet.replicas.length === 0) throw new SimError('the policy has no replicas: there is nothing to simulate');
     if (this.fleet.replicas.every((r) => r.spec.draining)) throw new SimError('every replica of the policy is draining: nothing can take a request');
+    for (const replica of this.fleet.replicas) if (options.kvEvents || replica.spec.kvEvents) this.publishKvEvents(replica);
     snapshots.forEach((snap, i) => {
       this.routers.push({ snapshot: snap, env: createEnv({ seed: `${seeds[i]}:env`, now, clock: now, quota: new MemoryQuotaStore() }), view: this.fleet.views[i] });
     });
@@ -234,6 +257,18 @@ class Simulation {
       this.timelineCsv = new CsvWriter(join(options.outDir, 'timeline.csv'), TIMELINE_COLUMNS);
       this.files.push(this.csv.path, this.timelineCsv.path);
     }
+  }
+
+  /** The replica's engine reports its cache to the shared index, one batch per event, delivered at once. */
+  private publishKvEvents(replica: SimReplica): void {
+    const index = this.kvIndex;
+    const id = replica.id;
+    let seq = 0n;
+    index.track(id);
+    replica.publishesKvEvents = true;
+    replica.engine.setKvListener(
+      new KvEventRecorder((event: KvBlockEvent) => index.apply(id, { seq: seq++, ts: this.clock.now() / 1000, events: [event] })),
+    );
   }
 
   run(): SimResult {

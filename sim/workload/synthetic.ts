@@ -247,6 +247,10 @@ export class SyntheticSource implements RequestSource {
     addRun(blocks, systemBase, 0, shared);
     addRun(blocks, blockBase, shared, full);
     const codeFraction = this.spec.code_fraction ?? 0;
+    // The answer's blocks continue the request's own run: the next turn's prompt does the same.
+    const sequenceBlocks = emptyRuns();
+    addRun(sequenceBlocks, systemBase, 0, shared);
+    addRun(sequenceBlocks, blockBase, shared, Math.floor((promptTokens + outputTokens) / BLOCK_TOKENS));
     return {
       at,
       model,
@@ -260,6 +264,7 @@ export class SyntheticSource implements RequestSource {
       messageCount,
       text: codeFraction > 0 && this.rCode() < codeFraction ? CODE_SNIPPET : undefined,
       blocks,
+      sequenceBlocks,
       klass,
       turn,
       session,

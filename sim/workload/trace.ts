@@ -128,6 +128,7 @@ export class TraceSource implements RequestSource {
     const at = ((row.timestamp - this.first) * this.unitMs) / this.speed;
     if (at > this.endMs) return undefined;
     this.issued++;
+    const blocks = this.blocksOf(row);
     const tenant = this.tenants.pick(this.random);
     let apiKeyHash = tenant.apiKeyHash;
     if (row.apiKey) {
@@ -143,7 +144,8 @@ export class TraceSource implements RequestSource {
       outputTokens: row.output,
       maxTokens: row.output,
       messageCount: 1,
-      blocks: this.blocksOf(row),
+      blocks,
+      sequenceBlocks: withAnswer(blocks, mixHashes(this.salt, 0x2000_0000 + this.issued), Math.floor((row.input + row.output) / BLOCK_TOKENS)),
       klass: 'trace',
       turn: 1,
     };
@@ -236,4 +238,11 @@ export class TraceSource implements RequestSource {
     this.close();
     throw new WorkloadError([{ file: this.file, line, col: 1, message }]);
   }
+}
+
+/** The prompt's blocks, then the answer's as a run of its own: a trace does not say what a later prompt repeats. */
+function withAnswer(prompt: BlockRuns, base: number, end: number): BlockRuns {
+  const runs: BlockRuns = { ends: [...prompt.ends], bases: [...prompt.bases], firsts: [...prompt.firsts] };
+  addRun(runs, base, 0, end);
+  return runs;
 }

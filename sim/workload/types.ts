@@ -45,6 +45,12 @@ export interface SimRequestSpec {
   readonly text?: string;
   /** The prompt's full blocks as runs of raw block ids (the router and the engine chain them). */
   readonly blocks: BlockRuns;
+  /**
+   * The full blocks of prompt and answer together: what the engine caches, as
+   * vLLM caches generated blocks too. A conversation's next turn repeats the
+   * answer, so its prompt's blocks continue these. Default: `blocks`.
+   */
+  readonly sequenceBlocks?: BlockRuns;
   /** A label for grouping results: standard, long-context, trace. */
   readonly klass: string;
   /** 1 for a single request or a conversation's first turn. */

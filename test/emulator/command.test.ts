@@ -44,7 +44,8 @@ describe('switchyard emulate', () => {
   });
 
   it('reads every flag', () => {
-    assert.deepEqual(parseEmulateArgs(['--profile', 'tiny', '--port', '0', '--engine', 'sglang', '--speed', '2.5', '--model', 'm', '--lora', 'a', '--lora', 'b']), {
+    const flags = ['--profile', 'tiny', '--port', '0', '--engine', 'sglang', '--speed', '2.5', '--model', 'm', '--lora', 'a', '--lora', 'b'];
+    assert.deepEqual(parseEmulateArgs([...flags, '--kv-events', 'tcp://127.0.0.1:5557', '--kv-events-topic', 'kv']), {
       port: 0,
       host: '127.0.0.1',
       profile: 'tiny',
@@ -52,7 +53,10 @@ describe('switchyard emulate', () => {
       speed: 2.5,
       servedModelName: 'm',
       adapters: ['a', 'b'],
+      kvEvents: 'tcp://127.0.0.1:5557',
+      kvEventsTopic: 'kv',
     });
+    assert.throws(() => parseEmulateArgs([...flags, '--kv-events', 'http://x']), /--kv-events must be a ZeroMQ endpoint/);
   });
 
   it('serves until stopped, printing its URL', async () => {

@@ -187,7 +187,8 @@ describe('emulator: options', () => {
 
 describe('emulator: /metrics', () => {
   it('exposes vLLM’s metric names, and they move under load', async () => {
-    const emulator = await startEmulator({ profile: 'tiny', speed: SPEED, adapters: ['support-v2'] });
+    // Real time (speed 1): each request runs for ~0.6 s, so all eight are in the engine at once, four running, however slowly the client sends them.
+    const emulator = await startEmulator({ profile: 'tiny', speed: 1, adapters: ['support-v2'] });
     try {
       const client = clientFor(emulator);
       const idle = await metrics(emulator);
@@ -214,8 +215,9 @@ describe('emulator: /metrics', () => {
       let busy = '';
       await until(async () => {
         busy = await metrics(emulator);
-        return sampleValue(busy, 'vllm:num_requests_waiting', labels)! > 0;
-      }, 'a queue to form');
+        // Requests arrive one by one: the first steps may run fewer while the rest queue up.
+        return sampleValue(busy, 'vllm:num_requests_waiting', labels)! > 0 && sampleValue(busy, 'vllm:num_requests_running', labels) === 4;
+      }, 'a queue to form behind a full batch');
       assert.equal(sampleValue(busy, 'vllm:num_requests_running', labels), 4);
       assert.ok(sampleValue(busy, 'vllm:kv_cache_usage_perc', labels)! > 0);
       assert.equal(sampleValue(busy, 'vllm:gpu_cache_usage_perc', labels), sampleValue(busy, 'vllm:kv_cache_usage_perc', labels));

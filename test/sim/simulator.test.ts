@@ -112,8 +112,8 @@ describe('simulate: configurations that cannot make progress are errors, never h
 
   it('a replica with a real url and no profile to simulate it as', () => {
     const files = fleetPolicy({ pools: [{ name: 'general', replicas: 1, strategies: ['random'] }] });
-    const policy: SimOptions['policy'] = (seed, now) => {
-      const snapshot = files(seed, now);
+    const policy: SimOptions['policy'] = (seed, now, kvIndex) => {
+      const snapshot = files(seed, now, kvIndex);
       const replica = { ...snapshot.pools[0].replicas[0], url: 'http://10.0.0.7:8000' };
       return { ...snapshot, pools: [{ ...snapshot.pools[0], replicas: [replica] }] };
     };

@@ -1,7 +1,7 @@
 // Pools and replicas (kind: pools), and their strategy chains: each strategy
 // registered, its config valid against the plugin's schema; instances are
 // created only once the whole policy is known to be valid.
-import { DEFAULT_LOAD_SCORE_WEIGHTS, seededRandom, type Logger } from '../../../sdk/index.ts';
+import { DEFAULT_LOAD_SCORE_WEIGHTS, seededRandom, type KvIndexView, type Logger } from '../../../sdk/index.ts';
 import { OUTLIER_DEFAULTS } from '../../fleet/outlier.ts';
 import { PickBudget } from '../../decide/budget.ts';
 import { CandidateCache } from '../../decide/candidates.ts';
@@ -83,6 +83,8 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
           maxQueue: r.max_queue,
           draining: r.draining,
           capacity: replicaCapacity({ maxLoras: r.max_loras, maxNumSeqs: r.max_num_seqs, maxQueue: r.max_queue }),
+          kvEvents: r.kv_events,
+          kvEventsTopic: r.kv_events_topic,
         };
         replicas.set(r.id, replica);
         poolReplicas.push(replica);
@@ -173,6 +175,8 @@ export interface InstanceOptions {
   readonly log: Logger;
   /** The snapshot being replaced: strategies may carry state over (exportState). */
   readonly previous?: Snapshot;
+  /** The engines' KV cache contents, handed to strategies as ctx.kvIndex. */
+  readonly kvIndex?: KvIndexView;
 }
 
 /**
@@ -207,6 +211,7 @@ export function createStrategies(ctx: CompileContext, { drafts, pending }: PoolD
           pool: draft.name,
           loadScoreWeights: draft.weights,
           previousState: carryOver,
+          kvIndex: options.kvIndex,
         });
         created.push({ instance, tookState: carryOver !== undefined });
         chain.push({ name, definition, instance, budget: new PickBudget() });

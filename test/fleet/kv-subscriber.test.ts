@@ -1,0 +1,85 @@
+// KV events over ZeroMQ on loopback: an emulated engine publishes, the
+// router's feed subscribes, and the index ends up holding exactly the blocks
+// the engine's cache holds, named as the router hashes prompts. Garbage from
+// a publisher is counted and skipped; the feed follows the replica set.
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import OpenAI from 'openai';
+import { Publisher } from 'zeromq';
+import { KvIndex } from '../../core/fleet/kv-index.ts';
+import { KvEventFeed } from '../../core/fleet/kv-subscriber.ts';
+import { prefixHashes, prefixSeed } from '../../sdk/index.ts';
+import { renderChat } from '../../sim/emulator/prompt.ts';
+import { startEmulator } from '../../sim/emulator/server.ts';
+import { waitFor } from './fake-engine.ts';
+
+const silent = { info() {}, warn() {} };
+
+describe('KV event feed over ZeroMQ', () => {
+  const closers: (() => unknown)[] = [];
+  after(async () => {
+    for (const close of closers.reverse()) await close();
+  });
+
+  it('mirrors an emulated engine’s cache, block for block', async () => {
+    const emulator = await startEmulator({ profile: 'tiny', speed: 20, kvEvents: 'tcp://127.0.0.1:*' });
+    closers.push(() => emulator.close());
+    assert.match(emulator.kvEvents!, /^tcp:\/\/127\.0\.0\.1:\d+$/);
+    const index = new KvIndex({ now: Date.now });
+    const feed = new KvEventFeed(index, silent);
+    closers.push(() => feed.close());
+    feed.sync([{ replica: 'e1', endpoint: emulator.kvEvents!, topic: 'kv-events' }]);
+    assert.equal(await feed.connected('e1'), true);
+    // Let the subscription reach the publisher before anything is sent.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+
+    const client = new OpenAI({ baseURL: `${emulator.url}/v1`, apiKey: 'none' });
+    const system = { role: 'system', content: 'You are a router. '.repeat(12) };
+    const model = emulator.engine.profile.modelName;
+    for (let i = 0; i < 6; i++) {
+      // More than the tiny engine's 64 blocks in all: blocks are evicted too.
+      const messages = [system, { role: 'user', content: `question ${i} `.repeat(20) }];
+      await client.chat.completions.create({ model, messages: messages as never, max_tokens: 40 });
+    }
+    const cached = () => emulator.engine.cachedBlockIds().length;
+    await waitFor('the index to catch up with the cache', () => index.blockCount('e1') === cached(), 10_000);
+    assert.ok(cached() > 10);
+    assert.equal(index.counters.malformed, 0);
+    assert.equal(index.counters.gaps, 0);
+    // The router's own hashes of the last prompt find it on e1.
+    const last = renderChat([system, { role: 'user', content: 'question 5 '.repeat(20) }]);
+    const hashes = prefixHashes(last, prefixSeed(model));
+    const [match] = index.longestPrefix(hashes);
+    assert.equal(match.replica, 'e1');
+    assert.equal(match.blocks, hashes.length);
+    assert.ok(match.ageMs < 60_000);
+  });
+
+  it('counts garbage from a publisher and keeps going', async () => {
+    const publisher = new Publisher({ linger: 0 });
+    await publisher.bind('tcp://127.0.0.1:*');
+    closers.push(() => publisher.close());
+    const index = new KvIndex({ now: Date.now });
+    const feed = new KvEventFeed(index, silent);
+    closers.push(() => feed.close());
+    feed.sync([{ replica: 'p', endpoint: publisher.lastEndpoint! }]);
+    await feed.connected('p');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const seq = (n: number) => {
+      const b = Buffer.alloc(8);
+      b.writeBigUInt64BE(BigInt(n));
+      return b;
+    };
+    await publisher.send(['kv-events', 'not a sequence', 'x']);
+    await publisher.send(['kv-events', seq(0), Buffer.from([0xdc, 0xff, 0xff])]);
+    await publisher.send('one frame');
+    const { Packr } = await import('msgpackr');
+    await publisher.send(['kv-events', seq(1), new Packr({ useRecords: false }).pack([1, [['BlockStored', [5, 6], null, [], 16, null, 'GPU']]])]);
+    await waitFor('the good batch after the garbage', () => index.blockCount('p') === 2, 10_000);
+    assert.equal(index.counters.malformed, 3);
+    // The replica leaves the policy: its subscription and blocks go.
+    feed.sync([]);
+    assert.deepEqual(index.tracked(), []);
+    assert.equal(await feed.connected('p'), false);
+  });
+});

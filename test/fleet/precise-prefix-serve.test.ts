@@ -1,0 +1,78 @@
+// precise-prefix end to end: the real router in front of emulated engines
+// that publish KV events over ZeroMQ on loopback, the router's feed and
+// index wired as `serve` wires them. A conversation's next turn, and a new
+// conversation sharing its system prompt, go where the engine reports the
+// prompt cached, and the decision says so.
+import assert from 'node:assert/strict';
+import { createServer } from 'node:net';
+import { after, test } from 'node:test';
+import { KvIndex } from '../../core/fleet/kv-index.ts';
+import { KvEventFeed, kvEventSources } from '../../core/fleet/kv-subscriber.ts';
+import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
+import { buildSnapshot } from '../../core/policy/load.ts';
+import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
+import { OPEN_TENANTS, startTestRouter, TINY_MODELS, until } from '../helpers/router.ts';
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+const closers: (() => unknown)[] = [];
+after(async () => {
+  for (const close of closers.reverse()) await close();
+});
+
+test('turns and conversations sharing a prompt follow the engines’ KV events', async () => {
+  const ports = [await freePort(), await freePort()];
+  const pools = `kind: pools
+pools:
+  - name: general
+    model: tiny
+    version: v1
+    limits: { max_model_len: 1024 }
+    strategies: [precise-prefix, round-robin]
+    replicas:
+      - { id: r0, url: "emulate://tiny", kv_events: "tcp://127.0.0.1:${ports[0]}" }
+      - { id: r1, url: "emulate://tiny", kv_events: "tcp://127.0.0.1:${ports[1]}" }
+`;
+  const index = new KvIndex({ now: Date.now });
+  const loaded = buildSnapshot(policyInputsFromTexts({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools }), { seed: 1, kvIndex: index });
+  assert.ok(loaded.snapshot, JSON.stringify(loaded.problems));
+  const snapshot = loaded.snapshot;
+  const t = await startTestRouter({}, { policy: fixedPolicy(snapshot) });
+  closers.push(() => t.close());
+  const feed = new KvEventFeed(index, { info() {}, warn() {} });
+  closers.push(() => feed.close());
+  feed.sync(kvEventSources(snapshot.replicas.values()));
+  assert.deepEqual(index.tracked().sort(), ['r0', 'r1']);
+  assert.equal(await feed.connected('r0'), true);
+  assert.equal(await feed.connected('r1'), true);
+  await new Promise((resolve) => setTimeout(resolve, 200));
+
+  const system = { role: 'system' as const, content: 'You answer questions about freight routing, briefly. '.repeat(6) };
+  const ask = async (messages: { role: 'system' | 'user' | 'assistant'; content: string }[], conversation: string) => {
+    const { data, response } = await t.client.chat.completions
+      .create({ model: 'tiny', messages, max_tokens: 40 }, { headers: { 'x-conversation-id': conversation } })
+      .withResponse();
+    return { text: data.choices[0].message.content ?? '', replica: response.headers.get('x-switchyard-replica')!, reason: response.headers.get('x-switchyard-reason') ?? '' };
+  };
+
+  const first = [system, { role: 'user' as const, content: 'Which yard takes the night train?' }];
+  const one = await ask(first, 'c1');
+  assert.doesNotMatch(one.reason, /KV events/, 'nothing is cached yet: the next strategy decides');
+  await until(() => index.blockCount(one.replica) > 0, 10_000, 'the first turn’s blocks to be reported');
+
+  const two = await ask([...first, { role: 'assistant', content: one.text }, { role: 'user', content: 'And on Sundays?' }], 'c1');
+  assert.equal(two.replica, one.replica);
+  assert.match(two.reason, /holds \d+ of \d+ prefix blocks \(KV events\)/);
+
+  // Another conversation, the same system prompt: placed where that prompt is cached.
+  const other = await ask([system, { role: 'user', content: 'Is yard 7 open?' }], 'c2');
+  assert.equal(other.replica, one.replica);
+  assert.match(other.reason, /KV events/);
+  assert.equal(index.counters.malformed, 0);
+});
