@@ -38,7 +38,7 @@ test('the compiled router serves from dist/, with TypeScript and JavaScript plug
   writeFileSync(join(dir, 'models.yaml'), TINY_MODELS);
   writeFileSync(join(dir, 'tenants.yaml'), OPEN_TENANTS);
   writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 2, strategies: '[passer, typed-least]' }));
-  writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\nplugin_dirs: [plugins]\n');
+  writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\nplugin_dirs: [plugins]\ndecision_headers: full\n');
   mkdirSync(join(dir, 'plugins'));
   writeFileSync(join(dir, 'plugins', 'typed-least.ts'), TS_PLUGIN);
   writeFileSync(join(dir, 'plugins', 'passer.mjs'), JS_PLUGIN);

@@ -40,7 +40,7 @@ pools:
       - { id: r1, url: "emulate://tiny", kv_events: "tcp://127.0.0.1:${ports[1]}" }
 `;
   const index = new KvIndex({ now: Date.now });
-  const loaded = buildSnapshot(policyInputsFromTexts({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools }), { seed: 1, kvIndex: index });
+  const loaded = buildSnapshot(policyInputsFromTexts({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools, 'settings.yaml': 'kind: settings\ndecision_headers: full\n' }), { seed: 1, kvIndex: index });
   assert.ok(loaded.snapshot, JSON.stringify(loaded.problems));
   const snapshot = loaded.snapshot;
   const t = await startTestRouter({}, { policy: fixedPolicy(snapshot) });

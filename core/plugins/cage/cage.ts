@@ -130,7 +130,8 @@ const MAX_HASHES = HASH_REGION / 8;
 /** Plugin log lines passed on per 10 s; the rest are counted. */
 const LOG_LINES_PER_WINDOW = 20;
 
-const WORKER_ENTRY = fileURLToPath(new URL('./worker.ts', import.meta.url));
+// The sibling source in a checkout, the compiled sibling in dist/.
+const WORKER_ENTRY = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './worker.ts' : './worker.js', import.meta.url));
 let workerScript: Promise<string> | undefined;
 
 /** The worker's code, bundled once per process into a file named by its hash. */
