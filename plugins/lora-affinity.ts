@@ -1,4 +1,4 @@
-// LoRA-adapter affinity (reference text, section 7): prefer a replica that
+// LoRA-adapter affinity (docs/policies.md, decision 3): prefer a replica that
 // already has the adapter loaded, and concentrate an adapter's requests there
 // (fewer distinct adapters per batch, lower grouped-GEMM overhead). Otherwise
 // the least-loaded replica with room for another adapter.

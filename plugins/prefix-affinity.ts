@@ -1,4 +1,4 @@
-// Prefix affinity (reference text, section 4, step 2): send a prompt to a
+// Prefix affinity (docs/policies.md, decision 3): send a prompt to a
 // replica that recently served the longest shared prefix, whose cache likely
 // still holds it, unless that replica's KV usage is past the release threshold.
 import type { Candidate, StrategyDefinition } from '../sdk/index.ts';

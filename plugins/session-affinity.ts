@@ -1,4 +1,4 @@
-// Session affinity (reference text, section 4, step 1): a conversation stays
+// Session affinity (docs/policies.md, decision 3): a conversation stays
 // on the replica its id hashes to, so its growing prompt hits that replica's
 // prefix cache. Released when that replica's KV usage reaches the threshold,
 // so one popular conversation cannot overload a replica.

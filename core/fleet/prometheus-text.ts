@@ -1,5 +1,5 @@
 // A small parser of the Prometheus text exposition format (0.0.4), written by
-// hand because no maintained parser fits (DESIGN.md). It runs every second for
+// hand because no maintained parser fits (docs/design.md, "Facts we rely on"). It runs every second for
 // every replica, so it scans characters instead of splitting with regular
 // expressions, and it never throws: a line it cannot read is skipped and
 // counted, and the rest of the page still counts.

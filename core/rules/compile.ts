@@ -1,6 +1,6 @@
 // Rules are written in json-rules-engine's format and judged by its operators,
 // but evaluated on the hot path as compiled synchronous predicates: a shared
-// json-rules-engine Engine is not safe for concurrent run() calls (DESIGN.md),
+// json-rules-engine Engine is not safe for concurrent run() calls (docs/design.md, "Facts we rely on"),
 // costs 16–120 µs a run and is async, while a routing decision must be pure,
 // synchronous and cheap. `reference.ts` runs the real engine, and the tests
 // check that both agree on thousands of facts.

@@ -1,6 +1,6 @@
 // Runs rules through json-rules-engine itself: the reference the compiled
 // predicates are tested against. A fresh Engine per evaluation, because a
-// shared Engine is not safe for concurrent run() calls (DESIGN.md).
+// shared Engine is not safe for concurrent run() calls (docs/design.md, "Facts we rely on").
 import { Engine } from 'json-rules-engine';
 import type { Facts, RuleSpec } from './compile.ts';
 import { compileTextTest, TEXT_OPERATORS, type TextTest } from './text-match.ts';

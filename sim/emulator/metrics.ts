@@ -1,5 +1,5 @@
 // /metrics with exactly the names and label shapes the real engines expose
-// (DESIGN.md, "Engine metrics a router reads"), so the router's scraper meets
+// (docs/design.md, "Facts we rely on"), so the router's scraper meets
 // the emulator as it would meet vLLM V1 or SGLang.
 import type { EngineModel } from '../engine/engine-model.ts';
 import type { EngineMetrics } from '../engine/types.ts';

@@ -1,5 +1,5 @@
 // Named hardware/model profiles for the engine model. The β coefficients are
-// the published BLIS fits for vLLM 0.8 (DESIGN.md, "Engine timing"); the
+// the published BLIS fits for vLLM 0.8 (docs/design.md, "Facts we rely on"); the
 // attention term and the LoRA costs are our own estimates, chosen so that a
 // 64k-token prefill on the 8B profile takes ~3.5 s, as measured on one H100.
 

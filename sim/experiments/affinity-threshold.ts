@@ -1,4 +1,4 @@
-// B. The affinity release threshold (reference text, sections 4 and 11):
+// B. The affinity release threshold (docs/experiments.md):
 // sweep it from 0.5 to 1.0 with a popular shared prefix and multi-turn
 // conversations; prefix hit rate and p99 TTFT per threshold, and the optimum.
 import type { WorkloadSpec } from '../workload/load.ts';

@@ -110,7 +110,7 @@ export function fleetPolicy(spec: FleetPolicySpec): PolicyFactory {
   return (seed, now, kvIndex) => snapshotOf(files, seed, now, kvIndex);
 }
 
-/** The reference text's chain: session affinity, prefix affinity, then power of two. */
+/** The bundled policy's chain: session affinity, prefix affinity, then power of two. */
 export function affinityChain(releaseThreshold = 0.85): StrategySpec[] {
   return [
     { name: 'session-affinity', config: { release_threshold: releaseThreshold } },

@@ -1,4 +1,4 @@
-// E. Long-context segregation (reference text, sections 3 and 11): 2% of
+// E. Long-context segregation (docs/experiments.md): 2% of
 // requests at 64k tokens, on one shared pool or on a pool of their own; the
 // p99 TTFT of the other 98%.
 import type { WorkloadSpec } from '../workload/load.ts';

@@ -1,4 +1,4 @@
-// F. LoRA affinity (reference text, sections 7 and 11): 20 adapters on 4
+// F. LoRA affinity (docs/experiments.md): 20 adapters on 4
 // replicas, with and without adapter affinity; the mean number of distinct
 // adapters per batch (grouped-GEMM work grows with it).
 import type { WorkloadSpec } from '../workload/load.ts';

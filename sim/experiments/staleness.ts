@@ -1,4 +1,4 @@
-// D. Metric freshness (reference text, sections 6, 10 and 11): load data 1,
+// D. Metric freshness (docs/experiments.md): load data 1,
 // 5, 30 and 300 s stale, for power of two and least-load against random and
 // round-robin, with one router and with eight. Mitzenmacher ("How useful is
 // old information?") predicts herding: every router sends to the replica

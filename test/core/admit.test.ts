@@ -1,4 +1,4 @@
-// Decision 4 — admit or reject, never queue (reference text, section 5).
+// Decision 4 — admit or reject, never queue (docs/policies.md).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';

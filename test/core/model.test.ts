@@ -1,5 +1,5 @@
 // Decision 1 — which model: aliases, the cascade, tenants, adapters, cold
-// models, and the canary sticky by conversation (reference text, section 2).
+// models, and the canary sticky by conversation (docs/policies.md).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';

@@ -1,4 +1,4 @@
-// Decision 2 — the reference text's section 3 routing rules, in order.
+// Decision 2 — the bundled policy's routing rules (docs/policies.md), in order.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { bundledPolicy, promptOf, route } from '../helpers/core.ts';

@@ -1,5 +1,5 @@
 // Decision 3 — which replica: filters, the strategy chain, affinity with its
-// release valve, and "deprioritize, don't exclude" (reference text, sections 4, 7, 8).
+// release valve, and "deprioritize, don't exclude" (docs/policies.md).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';

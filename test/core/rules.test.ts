@@ -1,5 +1,5 @@
 // The compiled rules agree with json-rules-engine itself, including under
-// concurrency (a shared Engine would not: DESIGN.md).
+// concurrency (a shared Engine would not: docs/design.md).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { compileRuleSet, firstMatch, RuleCompileError, type RuleSpec } from '../../core/rules/compile.ts';

@@ -1,5 +1,5 @@
 // What goes wrong, and what the client sees: dying replicas, saturation,
-// rejections with their shapes and headers (reference text, section 8).
+// rejections with their shapes and headers (docs/serving.md).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
