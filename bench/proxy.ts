@@ -18,10 +18,10 @@ interface Target {
   child?: ChildProcess;
 }
 
-function start(script: string, args: string[]): Promise<{ url: string; child: ChildProcess }> {
+function start(script: string, args: string[]): Promise<{ url: string; adminUrl?: string; child: ChildProcess }> {
   const child = fork(script, args, { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
   return new Promise((resolve, reject) => {
-    child.once('message', (m) => resolve({ url: (m as { url: string }).url, child }));
+    child.once('message', (m) => resolve({ ...(m as { url: string; adminUrl?: string }), child }));
     child.once('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
   });
 }
@@ -103,6 +103,16 @@ const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, 
 const engine = await start(`${here}targets/engine.ts`, []);
 const bare = await start(`${here}targets/bare-proxy.ts`, [engine.url]);
 const router = await start(`${here}targets/router.ts`, [engine.url]);
+// BENCH_EXPLORER=1: a decision explorer tab stays open on the router the whole
+// time (a client reading its live decision stream), to show what watching costs.
+let explorerEvents = 0;
+if (process.env.BENCH_EXPLORER && router.adminUrl) {
+  const stream = await fetch(`${router.adminUrl}/admin/decisions/stream`);
+  void (async () => {
+    for await (const chunk of stream.body as unknown as AsyncIterable<Uint8Array>) explorerEvents += Buffer.from(chunk).toString().split('event: decision').length - 1;
+  })().catch(() => {});
+  console.log('an explorer client is subscribed to the router\'s decision stream');
+}
 const targets: Target[] = [
   { name: 'engine (direct)', url: engine.url },
   { name: 'bare pass-through', url: bare.url, child: bare.child },
@@ -183,5 +193,6 @@ const traced = process.env.BENCH_TRACING ? { name: 'traced router', ...(await st
   if (baseline) console.log(`baseline router ${runs(baseline)}: ${(median(cpu[baseline.name]) / bareCpu).toFixed(2)}× the bare pass-through; switchyard is ${(routerCpu / median(cpu[baseline.name])).toFixed(2)}× the baseline`);
 }
 
+if (process.env.BENCH_EXPLORER) console.log(`the explorer client received ${explorerEvents} decisions`);
 for (const child of [engine.child, bare.child, router.child, baseline?.child, traced?.child]) child?.kill();
 process.exit(0);

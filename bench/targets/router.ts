@@ -27,4 +27,4 @@ if (!loaded.snapshot) throw new Error('bench policy invalid');
 const tracer = process.argv[3] === '--tracing' ? tracingThatDropsSpans() : undefined;
 const router = await startRouter({ policy: fixedPolicy(loaded.snapshot), port: 0, admin: { port: 0 }, logger: routerLogger({ destination: '/dev/null' }), tracer });
 reportCpuOnRequest();
-process.send?.({ url: router.url });
+process.send?.({ url: router.url, adminUrl: router.adminUrl });

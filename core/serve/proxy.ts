@@ -204,6 +204,9 @@ async function send(
   if ((snapshot.tenantsById.get(decision.tenant)?.decisionHeaders ?? snapshot.settings.decisionHeaders) === 'full') {
     headers.push('x-switchyard-pool', pool.name, 'x-switchyard-replica', replica.id, 'x-switchyard-reason', asciiHeader(decision.reason), 'x-switchyard-policy', String(snapshot.generation));
     if (decision.adapter) headers.push('x-switchyard-adapter', decision.adapter);
+    // Which cascade rule chose the model and which pool rule the pool (rule names come from the policy).
+    if (decision.trace.model) headers.push('x-switchyard-model-rule', asciiHeader(decision.trace.model.decidedBy));
+    if (decision.trace.pool) headers.push('x-switchyard-pool-rule', asciiHeader(decision.trace.pool.decidedBy));
     if (retried) headers.push('x-switchyard-retried', 'true');
   }
   let dispatcher;

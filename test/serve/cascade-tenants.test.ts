@@ -38,11 +38,15 @@ test('cascades respect tenant restrictions; prompt keywords route; /v1/models of
   const long = 'tell me a long story about the sea '.repeat(20);
   const ask = async (key: string, content: string) => {
     const { data, response } = await client(key).chat.completions.create({ model: 'auto', messages: [{ role: 'user', content }], max_tokens: 4 }).withResponse();
-    return { model: data.model, header: response.headers.get('x-switchyard-model') };
+    return { model: data.model, rule: response.headers.get('x-switchyard-model-rule'), poolRule: response.headers.get('x-switchyard-pool-rule') };
   };
 
   // An open tenant: the keyword rule, the short rule, and the default.
-  assert.equal((await ask('sk-open', 'How do I write an INNER JOIN in SQL?')).model, 'other');
+  const sql = await ask('sk-open', 'How do I write an INNER JOIN in SQL?');
+  assert.equal(sql.model, 'other');
+  // The headers name the rules that fired (decision headers are full in this policy).
+  assert.equal(sql.rule, 'cascade auto: rule "SQL questions go to other"');
+  assert.equal(sql.poolRule, 'default pool');
   assert.equal((await ask('sk-open', 'hi')).model, 'small');
   assert.equal((await ask('sk-open', long)).model, 'big');
 
