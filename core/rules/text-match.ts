@@ -71,6 +71,12 @@ class KeywordSet {
   private readonly fail: number[] = [0];
   /** The keywords that end at each state (its own and, through fail links, shorter ones). */
   private readonly ends: Ending[][] = [[]];
+  /**
+   * With ASCII keywords only (the usual case): every state's move on every
+   * ASCII code, fail links folded in, so a character costs one array read.
+   * A non-ASCII character then always leads back to the root.
+   */
+  private readonly ascii: Int32Array | undefined;
 
   constructor(keywords: readonly string[]) {
     for (const keyword of keywords) {
@@ -103,14 +109,29 @@ class KeywordSet {
         queue.push(to);
       }
     }
+    if (keywords.every((k) => /^[\x00-\x7f]*$/.test(k))) {
+      const table = new Int32Array(this.next.length * 128);
+      for (const state of [0, ...queue]) {
+        for (let c = 0; c < 128; c++) {
+          const to = this.next[state].get(c);
+          table[state * 128 + c] = to !== undefined ? to : state === 0 ? 0 : table[this.fail[state] * 128 + c];
+        }
+      }
+      this.ascii = table;
+    }
   }
 
   foundIn(text: string): boolean {
+    const ascii = this.ascii;
     let state = 0;
     for (let i = 0; i < text.length; i++) {
       const c = lower(text.charCodeAt(i));
-      while (state !== 0 && !this.next[state].has(c)) state = this.fail[state];
-      state = this.next[state].get(c) ?? 0;
+      if (ascii) {
+        state = c < 128 ? ascii[state * 128 + c] : 0;
+      } else {
+        while (state !== 0 && !this.next[state].has(c)) state = this.fail[state];
+        state = this.next[state].get(c) ?? 0;
+      }
       const ends = this.ends[state];
       if (ends.length === 0) continue;
       const wordAfter = i + 1 < text.length && isWordCode(text.charCodeAt(i + 1));
