@@ -69,14 +69,7 @@ class ReplicaEntry {
     const signals = loadSignals(spec, state, now, maxStalenessMs) as MutableSignals;
     this.signals = signals;
     this.excluded = undefined;
-    this.candidate = {
-      id: spec.id,
-      url: spec.url,
-      engine: spec.engine,
-      saturated: signals.kvUsage >= pool.saturation.kvUsage || signals.queueDepth >= pool.saturation.queueDepth,
-      signals,
-      capacity: spec.capacity,
-    };
+    this.candidate = candidateWith(pool, spec, signals);
   }
 }
 
@@ -182,7 +175,11 @@ export function buildCandidates(
 }
 
 function candidateOf(pool: Pool, spec: ReplicaSpec, state: ReturnType<FleetView['replica']>, now: number, maxStalenessMs: number): Candidate {
-  const signals = loadSignals(spec, state, now, maxStalenessMs);
+  return candidateWith(pool, spec, loadSignals(spec, state, now, maxStalenessMs));
+}
+
+/** A replica as strategies see it, with its signals: saturated by the pool's thresholds. */
+function candidateWith(pool: Pool, spec: ReplicaSpec, signals: Candidate['signals']): Candidate {
   return {
     id: spec.id,
     url: spec.url,
