@@ -162,7 +162,7 @@ const NO_OPTIONS: DecideOptions = Object.freeze({});
 
 /** The tenant of an API key hash (undefined: no key sent), or the 401 to answer. */
 export function resolveTenant(snapshot: Snapshot, apiKeyHash: string | undefined): Tenant | Rejection {
-  if (apiKeyHash !== undefined) return snapshot.tenantsByKeyHash.get(apiKeyHash) ?? rejection('invalid_api_key', 'Incorrect API key provided.');
+  if (apiKeyHash !== undefined) return snapshot.tenantsByKeyHash.get(apiKeyHash) ?? rejection('invalid_api_key', 'Incorrect API key provided. Send a key this router knows as "Authorization: Bearer <key>" (keys are configured in the tenants policy).');
   return snapshot.anonymousTenant ?? rejection('invalid_api_key', 'An API key is required: send "Authorization: Bearer <key>".');
 }
 
