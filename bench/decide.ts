@@ -12,6 +12,8 @@ import { buildSnapshot } from '../core/policy/load.ts';
 import { policyInputsFromTexts } from '../core/policy/inputs.ts';
 import { seededRandom } from '../sdk/index.ts';
 import { formatProblem } from '../core/diagnostics/problem.ts';
+import { registryOf } from '../core/plugins/registry.ts';
+import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
 
 const dir = new URL('../policies/', import.meta.url);
 const files = Object.fromEntries(['models.yaml', 'pools.yaml', 'rules.yaml', 'settings.yaml', 'tenants.yaml'].map((f) => [f, readFileSync(new URL(f, dir), 'utf8')]));
@@ -20,7 +22,7 @@ function policyWith(replicas: number) {
   const general = /( {4}replicas:\n)((?: {6}- \{ id: l8-general-.*\n)+)/;
   const lines = Array.from({ length: replicas }, (_, i) => `      - { id: l8-general-${i}, url: "http://127.0.0.1:${10000 + i}"${i === 0 ? ', adapters: [team-x-v3]' : ''} }\n`).join('');
   const pools = files['pools.yaml'].replace(general, (_m, head) => head + lines);
-  const result = buildSnapshot(policyInputsFromTexts({ ...files, 'pools.yaml': pools }), { seed: 1 });
+  const result = buildSnapshot(policyInputsFromTexts({ ...files, 'pools.yaml': pools }, { registry: registryOf(BUILTIN_STRATEGIES) }), { seed: 1 });
   if (!result.snapshot) throw new Error(result.problems.map(formatProblem).join('\n'));
   return result.snapshot;
 }

@@ -12,6 +12,8 @@ import { PROFILES, type EngineProfile } from '../sim/engine/profiles.ts';
 import { affinityChain, fleetPolicy, type StrategySpec } from '../sim/experiments/fleet-policy.ts';
 import { simulate, type SimResult } from '../sim/simulator/simulator.ts';
 import { workloadFromSpec, type WorkloadSpec } from '../sim/workload/load.ts';
+import { registryOf } from '../core/plugins/registry.ts';
+import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
 
 const { values } = parseArgs({
   options: {
@@ -62,7 +64,7 @@ const CHAINS: { label: string; chain: StrategySpec[]; kvEvents?: boolean }[] = [
 ];
 
 function run(chain: StrategySpec[], routers: number, kvEvents: boolean, profile: EngineProfile, replicas: number): SimResult {
-  const policy = fleetPolicy({ pools: [{ name: 'general', replicas, strategies: chain, profile: profile.name, kvEvents }] });
+  const policy = fleetPolicy({ pools: [{ name: 'general', replicas, strategies: chain, profile: profile.name, kvEvents }] }, registryOf(BUILTIN_STRATEGIES));
   return simulate({
     policy,
     workload: workloadFromSpec('bench-fleet', workload),

@@ -13,6 +13,7 @@ import { CageSkip } from '../core/plugins/cage/skip.ts';
 import { PluginLoader } from '../core/plugins/loader.ts';
 import { context, fleet, request } from '../sdk/testkit/index.ts';
 import type { StrategyDefinition } from '../sdk/index.ts';
+import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
 
 const PICKS = Number(process.argv[2] ?? 10_000);
 const work = mkdtempSync(join(tmpdir(), 'switchyard-bench-pick-'));
@@ -59,9 +60,9 @@ function measure(definition: StrategyDefinition, size: number, gapMicros: number
   return { p50: times[Math.floor(times.length * 0.5)], p99: times[Math.floor(times.length * 0.99)], skipped };
 }
 
-const inline = new PluginLoader({ cacheDir: join(work, 'inline'), isolate: false });
-const caged = new PluginLoader({ cacheDir: join(work, 'caged') });
-const spinning = new PluginLoader({ cacheDir: join(work, 'spinning'), cage: { spinMicros: 50 } });
+const inline = new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: join(work, 'inline'), isolate: false });
+const caged = new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: join(work, 'caged') });
+const spinning = new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: join(work, 'spinning'), cage: { spinMicros: 50 } });
 const rows: string[][] = [];
 for (const file of ['first.mjs', 'least-kv.ts']) {
   const path = join(work, file);

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { build } from 'esbuild';
 import { PluginLoader } from '../core/plugins/loader.ts';
 import { PolicyStore } from '../core/policy/store.ts';
+import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) {
@@ -36,7 +37,7 @@ const rows: string[][] = [];
 async function changedPluginReloads(label: string, source: string): Promise<void> {
   const dir = join(work, label.replace(/\W+/g, '-'));
   mkdirSync(dir, { recursive: true });
-  const loader = new PluginLoader({ cacheDir: join(dir, '.cache'), isolate: false });
+  const loader = new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: join(dir, '.cache'), isolate: false });
   const path = join(dir, 'least-kv.ts');
   writeFileSync(path, source);
   await loader.loadFile(path);
@@ -93,7 +94,7 @@ async function storeReloads(): Promise<void> {
   writeFileSync(join(dir, 'plugins', 'least-kv.ts'), example);
   writeFileSync(join(dir, 'settings.yaml'), `${readFileSync(join(dir, 'settings.yaml'), 'utf8')}plugin_dirs: [plugins]\n`);
   const pools = readFileSync(join(dir, 'pools.yaml'), 'utf8');
-  const store = await PolicyStore.open({ dir, loader: new PluginLoader({ cacheDir: join(work, 'store-cache') }) });
+  const store = await PolicyStore.open({ dir, loader: new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: join(work, 'store-cache') }) });
   const timings = { policy: [] as number[], plugin: [] as number[], unchanged: [] as number[] };
   const before = memory();
   for (let i = 0; i < RELOADS; i++) {

@@ -11,6 +11,8 @@ import { parseArgs } from 'node:util';
 import { fleetPolicy, type StrategySpec } from '../sim/experiments/fleet-policy.ts';
 import { simulate } from '../sim/simulator/simulator.ts';
 import { workloadFromSpec, type WorkloadSpec } from '../sim/workload/load.ts';
+import { registryOf } from '../core/plugins/registry.ts';
+import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
 
 const { values } = parseArgs({
   options: {
@@ -39,7 +41,7 @@ function workload(requests: number): WorkloadSpec {
   };
 }
 
-const policy = fleetPolicy({ pools: [{ name: 'general', replicas: 4, strategies: chain }] });
+const policy = fleetPolicy({ pools: [{ name: 'general', replicas: 4, strategies: chain }] }, registryOf(BUILTIN_STRATEGIES));
 
 function run(requests: number) {
   let peakHeap = 0;

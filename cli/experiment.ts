@@ -6,6 +6,8 @@ import { loadPlotter } from '../sim/experiments/plot.ts';
 import { EXPERIMENTS, experimentNamed } from '../sim/experiments/registry.ts';
 import { SimError } from '../sim/simulator/errors.ts';
 import { UsageError } from './usage.ts';
+import { registryOf } from '../core/plugins/registry.ts';
+import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
 
 const HELP = `Usage: switchyard experiment NAME|all [--out DIR] [--seed N] [--scale X]
 
@@ -47,12 +49,13 @@ export async function runExperiment(argv: string[]): Promise<number> {
     return 1;
   }
 
+  const registry = registryOf(BUILTIN_STRATEGIES);
   for (const experiment of chosen as typeof EXPERIMENTS) {
     console.log(`${experiment.letter}. ${experiment.title} (${experiment.name})`);
     const started = process.cpuUsage();
     let report;
     try {
-      report = experiment.run({ seed, scale, log: (line) => console.log(line) });
+      report = experiment.run({ seed, scale, log: (line) => console.log(line), registry });
     } catch (error) {
       if (error instanceof SimError) {
         console.error(`experiment ${experiment.name}: ${error.message}`);

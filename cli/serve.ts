@@ -15,6 +15,7 @@ import { PolicyStore } from '../core/policy/store.ts';
 import { openQuotaStore } from '../core/quota/open.ts';
 import { checkAdminOptions, DEFAULT_ADMIN_HOST, DEFAULT_ADMIN_PORT } from '../core/serve/admin-listener.ts';
 import { startRouter } from '../core/serve/server.ts';
+import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
 import { EmbeddedFleet } from '../sim/emulator/embedded-fleet.ts';
 import { parseArgsOptions, portSetting, positiveSetting, resolveSettings, settingsHelp, type Setting } from './settings.ts';
 import { startTracing, TRACING_EXPORTERS } from './tracing.ts';
@@ -103,6 +104,7 @@ export async function runServe(argv: string[]): Promise<number> {
   try {
     store = await PolicyStore.open({
       dir: values.policies!,
+      builtins: BUILTIN_STRATEGIES,
       seed: Date.now(),
       log: storeLog,
       kvIndex,

@@ -12,6 +12,7 @@ import { readPolicyInputs } from '../core/policy/inputs.ts';
 import { buildSnapshot } from '../core/policy/load.ts';
 import { UsageError } from './usage.ts';
 import { formatProblem, PolicyError } from '../core/diagnostics/problem.ts';
+import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
 
 const HELP = `Usage: switchyard sim [--policies DIR] --workload FILE [--seed N] [--out DIR] [--json] [options]
 
@@ -61,7 +62,7 @@ export async function runSim(argv: string[]): Promise<number> {
   const stalenessMs = number('staleness-ms', values['staleness-ms'], 0, false);
   const routers = number('routers', values.routers, 1)!;
 
-  const inputs = await readPolicyInputs(values.policies!, { loader: new PluginLoader() });
+  const inputs = await readPolicyInputs(values.policies!, { loader: new PluginLoader({ builtins: BUILTIN_STRATEGIES }) });
   if (inputs.problems.length) {
     for (const problem of inputs.problems) console.error(formatProblem(problem));
     console.error(`sim: the policies in ${values.policies} are invalid; run 'switchyard validate ${values.policies}'`);

@@ -9,6 +9,8 @@ import { routerLogger } from '../../core/observe/logger.ts';
 import { startRouter } from '../../core/serve/server.ts';
 import { openQuotaStore } from '../../core/quota/open.ts';
 import { reportCpuOnRequest } from './cpu-reporter.ts';
+import { registryOf } from '../../core/plugins/registry.ts';
+import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 
 const [engineUrl, redisUrl, leaseFraction] = process.argv.slice(2);
 const files = {
@@ -17,7 +19,7 @@ const files = {
   'pools.yaml': `kind: pools\npools:\n  - name: general\n    model: bench-model\n    version: v1\n    strategies: [session-affinity, power-of-two]\n    replicas:\n      - { id: r0, url: "${engineUrl}" }\n`,
   'settings.yaml': `kind: settings\nquota_store: { timeout_ms: 1000, lease_fraction: ${Number(leaseFraction)} }\n`,
 };
-const loaded = buildSnapshot(policyInputsFromTexts(files));
+const loaded = buildSnapshot(policyInputsFromTexts(files, { registry: registryOf(BUILTIN_STRATEGIES) }));
 if (!loaded.snapshot) throw new Error('bench policy invalid');
 const quota = await openQuotaStore(loaded.snapshot.settings.quotaStore, redisUrl === '-' ? undefined : redisUrl, { info: () => {}, warn: (m) => console.error(m) });
 const router = await startRouter({ policy: fixedPolicy(loaded.snapshot), port: 0, admin: { port: 0 }, quota, logger: routerLogger({ destination: '/dev/null' }) });

@@ -11,6 +11,8 @@ import { startRouter } from '../../core/serve/server.ts';
 import { reportCpuOnRequest } from './cpu-reporter.ts';
 import { ExportResultCode } from '@opentelemetry/core';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { registryOf } from '../../core/plugins/registry.ts';
+import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 
 function tracingThatDropsSpans() {
   const exporter = { export: (_spans: unknown[], done: (result: { code: ExportResultCode }) => void) => done({ code: ExportResultCode.SUCCESS }), shutdown: async () => {} };
@@ -22,7 +24,7 @@ const files = {
   'tenants.yaml': 'kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free }\n',
   'pools.yaml': `kind: pools\npools:\n  - name: general\n    model: bench-model\n    version: v1\n    strategies: [session-affinity, prefix-affinity, power-of-two]\n    replicas:\n      - { id: r0, url: "${process.argv[2]}" }\n`,
 };
-const loaded = buildSnapshot(policyInputsFromTexts(files));
+const loaded = buildSnapshot(policyInputsFromTexts(files, { registry: registryOf(BUILTIN_STRATEGIES) }));
 if (!loaded.snapshot) throw new Error('bench policy invalid');
 const tracer = process.argv[3] === '--tracing' ? tracingThatDropsSpans() : undefined;
 const router = await startRouter({ policy: fixedPolicy(loaded.snapshot), port: 0, admin: { port: 0 }, logger: routerLogger({ destination: '/dev/null' }), tracer });

@@ -23,7 +23,6 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build, type BuildFailure, type Message, type Plugin } from 'esbuild';
 import { SDK_VERSION, type Logger } from '../../sdk/types.ts';
 import { definitionProblems, sdkRangeProblem } from '../../sdk/definition-checks.ts';
-import { BUILTIN_STRATEGIES } from './builtins.ts';
 import { DEFAULT_CAGE_LIMITS, PluginCage, type CageLimits } from './cage/cage.ts';
 import { configValidator } from './config.ts';
 import { registryOf, type AnyStrategy, type StrategyRegistry } from './registry.ts';
@@ -61,8 +60,8 @@ export interface PluginSet {
 }
 
 export interface PluginLoaderOptions {
-  /** Default: the strategies in plugins/. */
-  readonly builtins?: readonly AnyStrategy[];
+  /** The strategies that ship with the router (plugins/, handed in by cli/: core never imports plugins/); no plugin may take their names. */
+  readonly builtins: readonly AnyStrategy[];
   /** Where compiled modules are written before import; default a new folder under the OS temp dir. */
   readonly cacheDir?: string;
   /** The SDK version plugins' `sdk` ranges are checked against; default SDK_VERSION. */
@@ -73,6 +72,21 @@ export interface PluginLoaderOptions {
   readonly cage?: Partial<CageLimits>;
   /** Where quarantines and plugin output are logged. */
   readonly log?: Logger;
+}
+
+/**
+ * Where a policy's strategies come from: a loader shared on purpose (it holds
+ * the built-ins; whoever made it clears and closes it), or the built-ins alone,
+ * for a loader made and closed by the one that uses it.
+ */
+export type StrategySource =
+  | { readonly loader: PluginLoader; readonly builtins?: undefined }
+  | { readonly builtins: readonly AnyStrategy[]; readonly loader?: undefined };
+
+/** The loader a source names, or a new one with its built-ins; `owned` when new: then the caller clears and closes it. */
+export function loaderFor(source: StrategySource, options: Omit<PluginLoaderOptions, 'builtins'> = {}): { loader: PluginLoader; owned: boolean } {
+  if (source.loader) return { loader: source.loader, owned: false };
+  return { loader: new PluginLoader({ ...options, builtins: source.builtins }), owned: true };
 }
 
 export interface LoaderStats {
@@ -115,8 +129,8 @@ export class PluginLoader {
   readonly #modules = new Map<string, unknown>();
   #stats = { builds: 0, imports: 0, reused: 0 };
 
-  constructor(options: PluginLoaderOptions = {}) {
-    this.#builtins = options.builtins ?? BUILTIN_STRATEGIES;
+  constructor(options: PluginLoaderOptions) {
+    this.#builtins = options.builtins;
     this.#chosenCacheDir = options.cacheDir;
     this.#sdkVersion = options.sdkVersion ?? SDK_VERSION;
     this.#isolate = options.isolate ?? true;

@@ -6,7 +6,6 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { builtinRegistry } from '../plugins/builtins.ts';
 import type { PluginLoader, PluginSet } from '../plugins/loader.ts';
 import type { StrategyRegistry } from '../plugins/registry.ts';
 import type { RoutingTable } from './routing-table.ts';
@@ -72,16 +71,15 @@ export async function readPolicyInputs(dir: string, options: ReadOptions): Promi
 }
 
 /**
- * In-memory policy files (name → text) as inputs, with the built-in
- * strategies (or the given registry) and no plugin directories: for tests,
- * benchmarks and the simulator's experiments.
+ * In-memory policy files (name → text) as inputs, with the strategies of
+ * `registry` (the built-ins, handed in: core never imports plugins/) and no
+ * plugin directories: for tests, benchmarks and the simulator's experiments.
  */
-export function policyInputsFromTexts(texts: Record<string, string>, options: { registry?: StrategyRegistry } = {}): PolicyInputs {
+export function policyInputsFromTexts(texts: Record<string, string>, options: { registry: StrategyRegistry }): PolicyInputs {
   const files = Object.entries(texts).map(([file, text]) => ({ path: file, file, text }));
   const hash = createHash('sha256');
   for (const f of files) hash.update(f.file).update('\0').update(f.text).update('\0');
-  const registry = options.registry ?? builtinRegistry;
-  return { dir: '', files, pluginDirs: [], plugins: { plugins: [], registry, problems: [], hash: '' }, hash: hash.digest('hex').slice(0, 16), problems: [], unsettled: [] };
+  return { dir: '', files, pluginDirs: [], plugins: { plugins: [], registry: options.registry, problems: [], hash: '' }, hash: hash.digest('hex').slice(0, 16), problems: [], unsettled: [] };
 }
 
 /** A file's text, read so that a save in progress is noticed: undefined when it kept changing. */

@@ -5,7 +5,7 @@
 // PolicyStore, validate, explain, sim, the tests and the benchmarks all come
 // through buildSnapshot.
 import type { PolicyProblem } from '../diagnostics/problem.ts';
-import { PluginLoader, type LoadedPlugin } from '../plugins/loader.ts';
+import { loaderFor, type LoadedPlugin, type StrategySource } from '../plugins/loader.ts';
 import { compilePolicy, type CheckedSource, type CompileOptions } from './compile.ts';
 import { readPolicyInputs, type PolicyInputs } from './inputs.ts';
 import { routingTableSources, type RoutingTable } from './routing-table.ts';
@@ -58,11 +58,13 @@ export function buildSnapshot(inputs: PolicyInputs, options: BuildOptions = {}):
  */
 export async function loadPolicy(
   dir: string,
-  options: BuildOptions & { loader?: PluginLoader; table?: RoutingTable } = {},
+  options: BuildOptions & StrategySource & { table?: RoutingTable },
 ): Promise<LoadResult & { plugins: readonly LoadedPlugin[] }> {
-  const { loader = new PluginLoader(), table, ...build } = options;
+  // What is left is the compile options alone.
+  const { loader: _loader, builtins: _builtins, table, ...build } = options;
+  const { loader, owned } = loaderFor(options);
   const inputs = await readPolicyInputs(dir, { loader, table });
   // A loader of its own loads nothing more: its compiled files can go.
-  if (!options.loader) loader.clearCacheDir();
+  if (owned) loader.clearCacheDir();
   return { ...buildSnapshot(inputs, build), plugins: inputs.plugins.plugins };
 }

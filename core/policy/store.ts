@@ -11,7 +11,7 @@ import { resolve } from 'node:path';
 import type { KvIndexView, Logger } from '../../sdk/index.ts';
 import { displayPath, formatProblem, PolicyError, type PolicyProblem } from '../diagnostics/problem.ts';
 import type { CageStatus } from '../plugins/cage/cage.ts';
-import { PluginLoader, type LoadedPlugin } from '../plugins/loader.ts';
+import { loaderFor, type LoadedPlugin, type PluginLoader, type StrategySource } from '../plugins/loader.ts';
 import { ControlPlaneSource, type ControlPlaneOptions, type ControlPlaneStatus } from './control-plane.ts';
 import { readPolicyInputs, type PolicyInputs } from './inputs.ts';
 import { buildSnapshot, type BuildOptions } from './load.ts';
@@ -23,11 +23,14 @@ import { isPolicyChange, PolicyWatcher } from './watch.ts';
 
 export type { DisposedEvent, SnapshotLease } from './snapshot-leases.ts';
 
-export interface PolicyStoreOptions {
+/**
+ * The strategies come as a `loader` (keeps compiled plugins across reloads;
+ * one per store unless shared on purpose) or as the `builtins` alone, and
+ * the store makes, and closes, a loader of its own.
+ */
+export type PolicyStoreOptions = StrategySource & {
   /** The policy directory. */
   readonly dir: string;
-  /** Keeps compiled plugins across reloads; one per store unless shared on purpose. */
-  readonly loader?: PluginLoader;
   /** The routing table from a control plane (see control-plane.ts), joined to the local files. */
   readonly controlPlane?: ControlPlaneOptions | ControlPlaneSource;
   /** Seeds every strategy's random source. */
@@ -43,7 +46,7 @@ export interface PolicyStoreOptions {
   readonly debounceMs?: number;
   /** Poll the file system instead of native events (network file systems). */
   readonly usePolling?: boolean;
-}
+};
 
 export type ReloadResult =
   /** What is on disk is now live (a new snapshot). */
@@ -159,8 +162,9 @@ export class PolicyStore {
     this.dir = resolve(options.dir);
     this.#options = options;
     this.#log = options.log;
-    this.#loader = options.loader ?? new PluginLoader({ log: options.log });
-    this.#ownsLoader = options.loader === undefined;
+    const { loader, owned } = loaderFor(options, { log: options.log });
+    this.#loader = loader;
+    this.#ownsLoader = owned;
     this.#leases = new SnapshotLeases({ drainTimeoutMs: options.drainTimeoutMs, log: options.log, onDisposed: (event) => this.#emit('disposed', event) });
     const cp = options.controlPlane;
     if (cp) this.#controlPlane = cp instanceof ControlPlaneSource ? cp : new ControlPlaneSource({ log: options.log, ...cp });

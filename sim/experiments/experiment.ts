@@ -3,6 +3,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TopLevelSpec } from 'vega-lite';
+import type { StrategyRegistry } from '../../core/plugins/registry.ts';
 import { formatMs, formatPercent } from '../simulator/report.ts';
 import { simulate, type SimOptions, type SimResult } from '../simulator/simulator.ts';
 import { workloadFromSpec, type WorkloadSpec } from '../workload/load.ts';
@@ -17,6 +18,8 @@ export interface ExperimentOptions {
   readonly scale: number;
   /** Progress lines. */
   readonly log: (line: string) => void;
+  /** The strategies the runs' pools name: the built-ins, handed in by cli (sim never imports plugins/). */
+  readonly registry: StrategyRegistry;
 }
 
 export interface ExperimentReport {
@@ -48,7 +51,7 @@ export interface RunSpec {
 export function runOnce(label: string, spec: RunSpec, options: ExperimentOptions): SimResult {
   const workload = workloadFromSpec(`${label} (workload)`, spec.workload);
   const started = process.cpuUsage();
-  const result = simulate({ ...spec.sim, policy: fleetPolicy(spec.policy), workload, seed: options.seed });
+  const result = simulate({ ...spec.sim, policy: fleetPolicy(spec.policy, options.registry), workload, seed: options.seed });
   const used = process.cpuUsage(started);
   const o = result.overall;
   options.log(

@@ -6,6 +6,7 @@ import { stringify } from 'yaml';
 import { buildSnapshot } from '../../core/policy/load.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import type { Snapshot } from '../../core/policy/snapshot.ts';
+import type { StrategyRegistry } from '../../core/plugins/registry.ts';
 import type { KvIndexView } from '../../sdk/index.ts';
 import type { PolicyFactory } from '../simulator/simulator.ts';
 import { PolicyError } from '../../core/diagnostics/problem.ts';
@@ -98,16 +99,17 @@ export function fleetPolicyFiles(spec: FleetPolicySpec): Record<string, string> 
   };
 }
 
-export function snapshotOf(files: Record<string, string>, seed: string, now: () => number, kvIndex?: KvIndexView): Snapshot {
-  const loaded = buildSnapshot(policyInputsFromTexts(files), { seed, now, kvIndex });
+/** The snapshot of `files`, its pools' strategies from `registry` (sim never imports plugins/: cli hands them in). */
+export function snapshotOf(files: Record<string, string>, registry: StrategyRegistry, seed: string, now: () => number, kvIndex?: KvIndexView): Snapshot {
+  const loaded = buildSnapshot(policyInputsFromTexts(files, { registry }), { seed, now, kvIndex });
   if (!loaded.snapshot) throw new PolicyError(loaded.problems);
   return loaded.snapshot;
 }
 
-/** A PolicyFactory for the simulator. */
-export function fleetPolicy(spec: FleetPolicySpec): PolicyFactory {
+/** A PolicyFactory for the simulator, with the strategies of `registry`. */
+export function fleetPolicy(spec: FleetPolicySpec, registry: StrategyRegistry): PolicyFactory {
   const files = fleetPolicyFiles(spec);
-  return (seed, now, kvIndex) => snapshotOf(files, seed, now, kvIndex);
+  return (seed, now, kvIndex) => snapshotOf(files, registry, seed, now, kvIndex);
 }
 
 /** The bundled policy's chain: session affinity, prefix affinity, then power of two. */

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { commit, complete } from '../../core/decide/commit.ts';
 import { decide, decisionJson, type Decision } from '../../core/decide/decide.ts';
 import { createEnv } from '../../core/decide/env.ts';
-import { BUILTIN_STRATEGIES } from '../../core/plugins/builtins.ts';
+import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 import { registryOf } from '../../core/plugins/registry.ts';
 import { formatProblem } from '../../core/diagnostics/problem.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';

@@ -9,6 +9,7 @@ import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import { RULE_FACTS } from '../../core/rules/rule-facts.ts';
 import { readFileSync } from 'node:fs';
 import { formatProblem } from '../../core/diagnostics/problem.ts';
+import { builtinRegistry } from '../helpers/builtins.ts';
 
 const models = 'kind: models\nmodels:\n  - id: m\n    versions: [{ version: v1 }]\n  - id: coder\n    versions: [{ version: v1 }]\naliases:\n  - { name: auto, cascade: auto }\n';
 const tenants = 'kind: tenants\nanonymous: t\ntenants:\n  - { id: t, tier: free }\n';
@@ -35,7 +36,7 @@ function rulesFile(poolCondition: string, cascadeCondition = '{ fact: promptToke
 }
 
 function problems(poolCondition: string, cascadeCondition?: string): string[] {
-  const result = buildSnapshot(policyInputsFromTexts({ 'models.yaml': models, 'tenants.yaml': tenants, 'pools.yaml': pools, 'rules.yaml': rulesFile(poolCondition, cascadeCondition) }));
+  const result = buildSnapshot(policyInputsFromTexts({ 'models.yaml': models, 'tenants.yaml': tenants, 'pools.yaml': pools, 'rules.yaml': rulesFile(poolCondition, cascadeCondition) }, { registry: builtinRegistry }));
   return result.problems.map(formatProblem);
 }
 

@@ -10,9 +10,10 @@ import { buildSnapshot } from '../../core/policy/load.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import { POLICIES } from '../helpers/core.ts';
 import { formatProblem } from '../../core/diagnostics/problem.ts';
+import { builtinRegistry } from '../helpers/builtins.ts';
 
 const CLI = new URL('../../bin/switchyard.mjs', import.meta.url).pathname;
-const load = (files: Record<string, string>) => buildSnapshot(policyInputsFromTexts(files));
+const load = (files: Record<string, string>) => buildSnapshot(policyInputsFromTexts(files, { registry: builtinRegistry }));
 const models = 'kind: models\nmodels:\n  - id: m\n    versions:\n      - version: v1\n';
 const tenants = 'kind: tenants\nanonymous: t\ntenants:\n  - { id: t, tier: free }\n';
 const pools = (strategy = 'power-of-two', extra = '') =>

@@ -12,6 +12,7 @@ import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import { buildSnapshot } from '../../core/policy/load.ts';
 import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
 import { OPEN_TENANTS, startTestRouter, TINY_MODELS, until } from '../helpers/router.ts';
+import { builtinRegistry } from '../helpers/builtins.ts';
 
 async function freePort(): Promise<number> {
   const server = createServer();
@@ -40,7 +41,7 @@ pools:
       - { id: r1, url: "emulate://tiny", kv_events: "tcp://127.0.0.1:${ports[1]}" }
 `;
   const index = new KvIndex({ now: Date.now });
-  const loaded = buildSnapshot(policyInputsFromTexts({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools, 'settings.yaml': 'kind: settings\ndecision_headers: full\n' }), { seed: 1, kvIndex: index });
+  const loaded = buildSnapshot(policyInputsFromTexts({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools, 'settings.yaml': 'kind: settings\ndecision_headers: full\n' }, { registry: builtinRegistry }), { seed: 1, kvIndex: index });
   assert.ok(loaded.snapshot, JSON.stringify(loaded.problems));
   const snapshot = loaded.snapshot;
   const t = await startTestRouter({}, { policy: fixedPolicy(snapshot) });

@@ -13,6 +13,7 @@ import type { Snapshot } from '../../core/policy/snapshot.ts';
 import { listPolicyFiles } from '../../core/policy/source.ts';
 import { readFileSync } from 'node:fs';
 import { displayPath, formatProblem } from '../../core/diagnostics/problem.ts';
+import { builtinRegistry } from './builtins.ts';
 
 export const POLICIES = new URL('../../policies/', import.meta.url).pathname;
 
@@ -22,13 +23,13 @@ export function policyDirTexts(dir: string): Record<string, string> {
 }
 
 export function bundledPolicy(seed: number | string = 1): Snapshot {
-  const result = buildSnapshot(policyInputsFromTexts(policyDirTexts(POLICIES)), { seed });
+  const result = buildSnapshot(policyInputsFromTexts(policyDirTexts(POLICIES), { registry: builtinRegistry }), { seed });
   if (!result.snapshot) throw new Error(result.problems.map(formatProblem).join('\n'));
   return result.snapshot;
 }
 
 export function policyFrom(files: Record<string, string>, seed: number | string = 1): Snapshot {
-  const result = buildSnapshot(policyInputsFromTexts(files), { seed });
+  const result = buildSnapshot(policyInputsFromTexts(files, { registry: builtinRegistry }), { seed });
   if (!result.snapshot) throw new Error(result.problems.map(formatProblem).join('\n'));
   return result.snapshot;
 }

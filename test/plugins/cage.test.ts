@@ -10,6 +10,7 @@ import { PluginLoader } from '../../core/plugins/loader.ts';
 import { assertConformance, context, fleet, request } from '../../sdk/testkit/index.ts';
 import { seededRandom, type Candidate, type PickResult, type StrategyDefinition } from '../../sdk/index.ts';
 import { cleanup, tempDir, write } from './fixtures.ts';
+import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 
 after(cleanup);
 
@@ -43,8 +44,8 @@ export default {
 `;
 
 async function both(path: string): Promise<{ inline: StrategyDefinition; caged: StrategyDefinition; loaders: PluginLoader[] }> {
-  const inlineLoader = new PluginLoader({ cacheDir: tempDir('switchyard-cage-cache-'), isolate: false });
-  const cagedLoader = new PluginLoader({ cacheDir: tempDir('switchyard-cage-cache-'), cage: { callTimeoutMs: 5000 } });
+  const inlineLoader = new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: tempDir('switchyard-cage-cache-'), isolate: false });
+  const cagedLoader = new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: tempDir('switchyard-cage-cache-'), cage: { callTimeoutMs: 5000 } });
   const inline = (await inlineLoader.loadFile(path)).plugin!.definition;
   const caged = (await cagedLoader.loadFile(path)).plugin!.definition;
   return { inline, caged, loaders: [inlineLoader, cagedLoader] };
@@ -113,7 +114,7 @@ for (const [name, source] of [['least-kv (the example plugin)', 'least-kv.ts'], 
 test('the caged example plugin passes the conformance suite', async () => {
   const dir = tempDir();
   copyFileSync(EXAMPLE, join(dir, 'least-kv.ts'));
-  const loader = new PluginLoader({ cacheDir: tempDir('switchyard-cage-cache-'), cage: { callTimeoutMs: 5000 } });
+  const loader = new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: tempDir('switchyard-cage-cache-'), cage: { callTimeoutMs: 5000 } });
   try {
     // The budget covers the round trip to the worker here, which the router does not hold against a plugin.
     assertConformance((await loader.loadFile(join(dir, 'least-kv.ts'))).plugin!.definition, { budgetMs: 50 });
@@ -125,7 +126,7 @@ test('the caged example plugin passes the conformance suite', async () => {
 test('state handed over on a reload crosses from the old worker to the new one', async () => {
   const dir = tempDir();
   const path = write(join(dir, 'probe.mjs'), PROBE);
-  const loader = new PluginLoader({ cacheDir: tempDir('switchyard-cage-cache-'), cage: { callTimeoutMs: 5000 } });
+  const loader = new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: tempDir('switchyard-cage-cache-'), cage: { callTimeoutMs: 5000 } });
   try {
     const first = (await loader.loadFile(path)).plugin!;
     const ctx = context();

@@ -2,7 +2,7 @@
 // plugin is held to (sdk/testkit).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { BUILTIN_STRATEGIES } from '../../core/plugins/builtins.ts';
+import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 import prefixAffinity from '../../plugins/prefix-affinity.ts';
 import { assertConformance, candidate, context, fleet, request, runConformance } from '../../sdk/testkit/index.ts';
 import { formatPair } from '../../sdk/index.ts';

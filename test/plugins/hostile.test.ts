@@ -11,6 +11,7 @@ import type { CageLimits } from '../../core/plugins/cage/cage.ts';
 import { PluginLoader } from '../../core/plugins/loader.ts';
 import { PolicyStore } from '../../core/policy/store.ts';
 import { OPEN_TENANTS, startTestRouter, TINY_MODELS, tinyPool, until, type TestRouter } from '../helpers/router.ts';
+import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 
 const ADMIN = 'hostile-admin-token';
 /** Generous: a plugin that held the router would never answer at all. */
@@ -35,7 +36,7 @@ async function routerWith(plugins: Record<string, string>, chain: string, limits
   writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 2, strategies: chain }));
   const warnings: string[] = [];
   const log = { info() {}, warn: (message: string) => void warnings.push(message) };
-  const loader = new PluginLoader({ log, cage: limits });
+  const loader = new PluginLoader({ builtins: BUILTIN_STRATEGIES, log, cage: limits });
   const store = await PolicyStore.open({ dir, seed: 1, debounceMs: 50, log, loader });
   await store.watch();
   const t = await startTestRouter({}, { policy: store, adminToken: ADMIN });

@@ -9,10 +9,11 @@ import { loadPolicy } from '../../core/policy/load.ts';
 import { context, expectPick, fleet, request } from '../../sdk/testkit/index.ts';
 import { cleanup, pluginSource, tempDir, write, writePolicy } from './fixtures.ts';
 import { formatProblem } from '../../core/diagnostics/problem.ts';
+import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 
 after(cleanup);
 
-const loader = () => new PluginLoader({ cacheDir: tempDir('switchyard-plugin-cache-') });
+const loader = () => new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: tempDir('switchyard-plugin-cache-') });
 const errorsOf = (problems: readonly { file: string; line: number; col: number; message: string }[]) => problems.map(formatProblem);
 
 test('a .ts plugin with types and an @switchyard/sdk import, a .mjs and a plain .js plugin load from one directory', async () => {
@@ -106,7 +107,7 @@ test('a name taken by a built-in or by another plugin is refused', async () => {
 test('inline: an unchanged plugin is neither rebuilt nor re-imported; a change is; A→B→A reuses A', async () => {
   const dir = tempDir();
   const path = write(join(dir, 'p.ts'), pluginSource('p', { typed: true }));
-  const l = new PluginLoader({ cacheDir: tempDir('switchyard-plugin-cache-'), isolate: false });
+  const l = new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: tempDir('switchyard-plugin-cache-'), isolate: false });
   const first = (await l.loadFile(path)).plugin!;
   assert.deepEqual(l.stats, { builds: 1, imports: 1, reused: 0 });
   const again = (await l.loadFile(path)).plugin!;

@@ -12,6 +12,7 @@ import { PluginLoader } from '../../core/plugins/loader.ts';
 import { PolicyStore } from '../../core/policy/store.ts';
 import { cleanup, tempDir, write, writePolicy } from '../plugins/fixtures.ts';
 import { recordOutcomes, sleep, waitFor } from './helpers.ts';
+import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 
 const TTL_MS = 30;
 
@@ -84,7 +85,7 @@ function localPolicy(): string {
 }
 
 async function open(dir: string, url: string, cacheFile: string): Promise<PolicyStore> {
-  const store = await PolicyStore.open({ dir, loader: new PluginLoader({ cacheDir: tempDir() }), controlPlane: { url, ttlMs: TTL_MS, timeoutMs: 1000, cacheFile } });
+  const store = await PolicyStore.open({ dir, loader: new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: tempDir() }), controlPlane: { url, ttlMs: TTL_MS, timeoutMs: 1000, cacheFile } });
   cleanups.push(() => store.close());
   return store;
 }
@@ -187,7 +188,7 @@ test('a router restarted during an outage serves the saved table; once the contr
 test('no control plane and no saved table: the first load fails, naming the control plane', async () => {
   const dead = 'http://127.0.0.1:1/routing-table';
   await assert.rejects(
-    PolicyStore.open({ dir: localPolicy(), controlPlane: { url: dead, cacheFile: join(tempDir(), 'none.json') } }),
+    PolicyStore.open({ dir: localPolicy(), builtins: BUILTIN_STRATEGIES, controlPlane: { url: dead, cacheFile: join(tempDir(), 'none.json') } }),
     (error: Error) => /routing-table:1:1: no routing table yet: .*unreachable/.test(error.message) && /unknown pool "general"/.test(error.message),
   );
 });

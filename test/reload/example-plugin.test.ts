@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PolicyStore } from '../../core/policy/store.ts';
 import { OPEN_TENANTS, startTestRouter, TINY_MODELS, tinyPool, until } from '../helpers/router.ts';
+import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 
 const EXAMPLE = new URL('../../examples/plugins/least-kv.ts', import.meta.url).pathname;
 
@@ -18,7 +19,7 @@ test('the example least-kv plugin is picked up by a running router', async () =>
   writeFileSync(join(dir, 'tenants.yaml'), OPEN_TENANTS);
   writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\nplugin_dirs: [plugins]\ndecision_headers: full\n');
   writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 2, strategies: '[power-of-two]' }));
-  const store = await PolicyStore.open({ dir, seed: 1, debounceMs: 50 });
+  const store = await PolicyStore.open({ dir, builtins: BUILTIN_STRATEGIES, seed: 1, debounceMs: 50 });
   await store.watch();
   const t = await startTestRouter({}, { policy: store });
   const reason = async () => {

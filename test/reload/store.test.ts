@@ -3,7 +3,6 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, afterEach, test } from 'node:test';
-import { BUILTIN_STRATEGIES } from '../../core/plugins/builtins.ts';
 import { PluginLoader } from '../../core/plugins/loader.ts';
 import { PolicyStore, type PolicyStoreOptions } from '../../core/policy/store.ts';
 import type { ServedPolicy } from '../../core/serve/server.ts';
@@ -13,6 +12,7 @@ import type { ReplicaPick } from '../../sdk/types.ts';
 import { cleanup, pluginSource, poolsYaml, tempDir, write, writePolicy } from '../plugins/fixtures.ts';
 import { countingStrategy, recordOutcomes, type Ledger } from './helpers.ts';
 import { PolicyError } from '../../core/diagnostics/problem.ts';
+import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 
 const stores: PolicyStore[] = [];
 afterEach(async () => {
@@ -20,8 +20,9 @@ afterEach(async () => {
 });
 after(cleanup);
 
-async function open(dir: string, options: Partial<PolicyStoreOptions> = {}): Promise<PolicyStore> {
-  const store = await PolicyStore.open({ dir, loader: new PluginLoader({ cacheDir: tempDir('switchyard-plugin-cache-'), builtins: options.loader ? undefined : BUILTIN_STRATEGIES }), ...options });
+async function open(dir: string, options: Partial<Omit<PolicyStoreOptions, 'builtins'>> = {}): Promise<PolicyStore> {
+  const loader = options.loader ?? new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: tempDir('switchyard-plugin-cache-') });
+  const store = await PolicyStore.open({ ...options, dir, loader });
   stores.push(store);
   return store;
 }

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { PluginLoader } from '../../core/plugins/loader.ts';
 import { PolicyStore } from '../../core/policy/store.ts';
 import { OPEN_TENANTS, startTestRouter, TEST_KEY, TINY_MODELS } from '../helpers/router.ts';
+import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 
 /** Writes as editors do: a temp file, then a rename over the old one. */
 function save(path: string, text: string): void {
@@ -34,7 +35,7 @@ test('50 policy and plugin changes under continuous traffic: no failed request, 
   writeFileSync(join(pluginDir, 'marker.mjs'), marker('m0'));
 
   // Whole snapshots are the point here: a plugin skipped for missing its 20 ms budget on a loaded machine would look like a mixed one.
-  const loader = new PluginLoader({ cage: { callTimeoutMs: 5000 } });
+  const loader = new PluginLoader({ builtins: BUILTIN_STRATEGIES, cage: { callTimeoutMs: 5000 } });
   const store = await PolicyStore.open({ dir, seed: 1, debounceMs: 50, loader });
   await store.watch();
   const t = await startTestRouter({}, { policy: store });

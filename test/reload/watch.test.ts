@@ -11,6 +11,7 @@ import { fleet, request } from '../../sdk/testkit/index.ts';
 import type { ReplicaPick } from '../../sdk/types.ts';
 import { cleanup, modelsYaml, pluginSource, poolsYaml, tempDir, write, writePolicy } from '../plugins/fixtures.ts';
 import { recordOutcomes, sleep, waitFor } from './helpers.ts';
+import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 
 const DEBOUNCE_MS = 30;
 const stores: PolicyStore[] = [];
@@ -21,7 +22,7 @@ after(cleanup);
 
 async function watched(dir: string): Promise<PolicyStore> {
   // Reload tests, not cage tests: a loaded machine must not make a plugin miss its (default 20 ms) budget here.
-  const store = await PolicyStore.open({ dir, debounceMs: DEBOUNCE_MS, loader: new PluginLoader({ cacheDir: tempDir('switchyard-plugin-cache-'), cage: { callTimeoutMs: 5000 } }) });
+  const store = await PolicyStore.open({ dir, debounceMs: DEBOUNCE_MS, loader: new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: tempDir('switchyard-plugin-cache-'), cage: { callTimeoutMs: 5000 } }) });
   if (process.env.DEBUG_RELOAD) store.on('reload', (o) => console.log('reload', o.reason, o.result, o.errors));
   stores.push(store);
   await store.watch();

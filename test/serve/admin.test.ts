@@ -11,6 +11,7 @@ import { startRouter } from '../../core/serve/server.ts';
 import { PolicyStore } from '../../core/policy/store.ts';
 import { policyFrom } from '../helpers/core.ts';
 import { json, OPEN_TENANTS, startTestRouter, TINY_MODELS, tinyPool } from '../helpers/router.ts';
+import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 
 const files = (pools: string) => ({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools });
 const post = (url: string, body?: string) =>
@@ -107,7 +108,7 @@ d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
 test('POST /admin/reload answers live, unchanged or refused with every problem; /admin/state clears old errors once the files are good', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'sy-admin-reload-'));
   for (const [name, text] of Object.entries(files(tinyPool({ replicas: 1 })))) writeFileSync(join(dir, name), text);
-  const store = await PolicyStore.open({ dir, seed: 1 });
+  const store = await PolicyStore.open({ dir, builtins: BUILTIN_STRATEGIES, seed: 1 });
   const t = await startTestRouter({}, { policy: store });
   const reload = async () => json(await post(`${t.adminUrl}/admin/reload`));
   const state = async () => (await json(await fetch(`${t.adminUrl}/admin/state`))).policy;

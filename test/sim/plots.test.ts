@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { renderSvg } from '../../sim/experiments/plot.ts';
 import { EXPERIMENTS, experimentNamed } from '../../sim/experiments/registry.ts';
+import { builtinRegistry } from '../helpers/builtins.ts';
 
 const decode = (text: string) => text.replaceAll('&amp;', '&').replaceAll('&lt;', '<').replaceAll('&gt;', '>').replaceAll('&quot;', '"').replaceAll('&#39;', "'");
 const texts = (svg: string) => [...svg.matchAll(/<text[^>]*>([^<]*)<\/text>/g)].map((m) => decode(m[1]));
@@ -32,7 +33,7 @@ const SERIES: Record<string, (rows: readonly Record<string, string | number>[]) 
 test('every experiment plot: no label cut off, and a visible legend swatch for every series', { timeout: 300_000 }, async () => {
   assert.equal(EXPERIMENTS.length, 5);
   for (const experiment of EXPERIMENTS) {
-    const report = experiment.run({ seed: 1, scale: 0.001, log: () => {} });
+    const report = experiment.run({ seed: 1, scale: 0.001, log: () => {}, registry: builtinRegistry });
     assert.ok(report.plots.length > 0, `${experiment.name} has a plot`);
     for (const plot of report.plots) {
       const svg = await renderSvg(plot.spec);
@@ -50,7 +51,7 @@ test('every experiment plot: no label cut off, and a visible legend swatch for e
 test('experiment C (saturation): each policy has one colour in every panel, and the old name still works', async () => {
   const experiment = experimentNamed('cascade');
   assert.equal(experiment?.name, 'saturation');
-  const report = experiment!.run({ seed: 1, scale: 0.001, log: () => {} });
+  const report = experiment!.run({ seed: 1, scale: 0.001, log: () => {}, registry: builtinRegistry });
   const svg = await renderSvg(report.plots[0].spec);
   const colours = new Map<string, Set<string>>();
   for (const m of svg.matchAll(/<path aria-label="[^"]*policy: ([^"]+)"[^>]*?(?:stroke|fill)="(#[0-9a-f]{6})"/g)) {

@@ -8,6 +8,7 @@ import { PROFILES, type EngineProfile } from '../../sim/engine/profiles.ts';
 import { fleetPolicy, type StrategySpec } from '../../sim/experiments/fleet-policy.ts';
 import { simulate } from '../../sim/simulator/simulator.ts';
 import { workloadFromSpec, type WorkloadSpec } from '../../sim/workload/load.ts';
+import { builtinRegistry } from '../helpers/builtins.ts';
 
 // The 8B profile with a small cache: 40 system prompts of ~2k tokens overflow four of them.
 const small: EngineProfile = { ...PROFILES['llama-3.1-8b-h100'], name: 'small-cache', numGpuBlocks: 1600, maxModelLen: 16_384 };
@@ -22,7 +23,7 @@ const workload: WorkloadSpec = {
 
 function hitRate(strategies: StrategySpec[], routers: number, kvEvents: boolean): number {
   const result = simulate({
-    policy: fleetPolicy({ pools: [{ name: 'general', replicas: 4, strategies, profile: small.name, kvEvents }] }),
+    policy: fleetPolicy({ pools: [{ name: 'general', replicas: 4, strategies, profile: small.name, kvEvents }] }, builtinRegistry),
     workload: workloadFromSpec('precise-prefix test', workload),
     seed: 3,
     routers,

@@ -15,6 +15,7 @@ import { CODE_SNIPPET } from '../../sim/workload/synthetic.ts';
 import { workloadFromSpec, type WorkloadSpec } from '../../sim/workload/load.ts';
 import { POLICIES, policyDirTexts } from '../helpers/core.ts';
 import { json, startTestRouter, type TestRouter } from '../helpers/router.ts';
+import { builtinRegistry } from '../helpers/builtins.ts';
 
 const KEY = 'sk-demo-free';
 const policyFiles = policyDirTexts(POLICIES);
@@ -37,7 +38,7 @@ function simulated(codeFraction: number): Decision {
   const decisions: Decision[] = [];
   simulate({
     policy: (seed, now) => {
-      const loaded = buildSnapshot(policyInputsFromTexts(policyFiles), { seed, now });
+      const loaded = buildSnapshot(policyInputsFromTexts(policyFiles, { registry: builtinRegistry }), { seed, now });
       if (!loaded.snapshot) throw new Error('the bundled policy is invalid');
       return loaded.snapshot;
     },

@@ -9,12 +9,13 @@ import { loraPolicy, loraWorkload } from '../../sim/experiments/lora.ts';
 import { SimError } from '../../sim/simulator/errors.ts';
 import { simulate, type SimOptions } from '../../sim/simulator/simulator.ts';
 import { workloadFromSpec, WorkloadError, type WorkloadSpec } from '../../sim/workload/load.ts';
+import { builtinRegistry } from '../helpers/builtins.ts';
 
 const chat = (requests: number, rate: number, extra: Partial<WorkloadSpec> = {}): WorkloadSpec =>
   ({ kind: 'workload', requests, arrivals: { rate }, system_prompts: { count: 20, zipf: 1, tokens: { type: 'uniform', min: 200, max: 800 } }, ...extra }) as WorkloadSpec;
 
 function run(policy: FleetPolicySpec, workload: WorkloadSpec, extra: Partial<SimOptions> = {}) {
-  return simulate({ policy: fleetPolicy(policy), workload: workloadFromSpec('test workload', workload), seed: 1, ...extra });
+  return simulate({ policy: fleetPolicy(policy, builtinRegistry), workload: workloadFromSpec('test workload', workload), seed: 1, ...extra });
 }
 
 describe('simulate', () => {
@@ -111,7 +112,7 @@ describe('simulate: configurations that cannot make progress are errors, never h
   });
 
   it('a replica with a real url and no profile to simulate it as', () => {
-    const files = fleetPolicy({ pools: [{ name: 'general', replicas: 1, strategies: ['random'] }] });
+    const files = fleetPolicy({ pools: [{ name: 'general', replicas: 1, strategies: ['random'] }] }, builtinRegistry);
     const policy: SimOptions['policy'] = (seed, now, kvIndex) => {
       const snapshot = files(seed, now, kvIndex);
       const replica = { ...snapshot.pools[0].replicas[0], url: 'http://10.0.0.7:8000' };

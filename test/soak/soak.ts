@@ -28,6 +28,8 @@ async function runEngine(port: number): Promise<void> {
 async function runRouter(ports: number[]): Promise<void> {
   const { buildSnapshot } = await import('../../core/policy/load.ts');
   const { policyInputsFromTexts } = await import('../../core/policy/inputs.ts');
+  const { registryOf } = await import('../../core/plugins/registry.ts');
+  const { BUILTIN_STRATEGIES } = await import('../../plugins/index.ts');
   const { fixedPolicy } = await import('../../core/serve/fixed-policy.ts');
   const { routerLogger } = await import('../../core/observe/logger.ts');
   const { startRouter } = await import('../../core/serve/server.ts');
@@ -37,7 +39,7 @@ async function runRouter(ports: number[]): Promise<void> {
     'tenants.yaml': 'kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free }\n',
     'pools.yaml': `kind: pools\npools:\n  - name: general\n    model: soak\n    version: v1\n    limits: { max_model_len: 2048 }\n    strategies: [session-affinity, prefix-affinity, power-of-two]\n    replicas:\n${replicas}\n`,
   };
-  const loaded = buildSnapshot(policyInputsFromTexts(files));
+  const loaded = buildSnapshot(policyInputsFromTexts(files, { registry: registryOf(BUILTIN_STRATEGIES) }));
   if (!loaded.snapshot) throw new Error('soak policy invalid');
   const router = await startRouter({
     policy: fixedPolicy(loaded.snapshot),
