@@ -1,12 +1,14 @@
 // npm run bench:decide — µs per routing decision (p50, p99) for the example
 // policy, its general 8B pool scaled to 8, 64 and 512 replicas, over a mix of
-// requests (cascade, conversations, shared system prompts, LoRA, batch).
+// requests (cascade, conversations, shared system prompts, LoRA, batch), with
+// the fleet standing still and with it moving as under traffic.
 import { readFileSync } from 'node:fs';
 import { commit } from '../core/decide/commit.ts';
 import { decide } from '../core/decide/decide.ts';
 import { createEnv } from '../core/decide/env.ts';
 import { MemoryQuotaStore, type QuotaCost } from '../core/decide/quota.ts';
 import { requestFacts } from '../core/facts/request-facts.ts';
+import { ChangeLog } from '../core/fleet/change-log.ts';
 import type { FleetView, ReplicaState } from '../core/fleet/types.ts';
 import { buildSnapshot } from '../core/policy/load.ts';
 import { policyInputsFromTexts } from '../core/policy/inputs.ts';
@@ -41,15 +43,46 @@ const requests = Array.from({ length: 2000 }, (_, i) => {
   return { endpoint: 'chat' as const, headers, body: { model, messages, max_tokens: 128 } };
 });
 
-function run(replicas: number) {
+/**
+ * A fleet as the router's live one behaves: a new frozen state object for
+ * every change, each change recorded in the fleet's change feed.
+ */
+class BenchFleet implements FleetView {
+  readonly changes = new ChangeLog();
+  private readonly states = new Map<string, ReplicaState>();
+
+  replica(id: string): ReplicaState | undefined {
+    return this.states.get(id);
+  }
+
+  set(id: string, state: ReplicaState): void {
+    this.states.set(id, Object.freeze(state));
+    this.changes.record(id);
+  }
+}
+
+/**
+ * `live`: the fleet moves as it does under traffic: every admitted request
+ * raises its replica's in-flight count until 64 requests later, a replica is
+ * scraped every 10 requests (each in turn), and the clock advances 0.2 ms a
+ * request (5,000 requests a second). Otherwise the fleet stands still, as in
+ * the previous releases' bench.
+ */
+function run(replicas: number, live: boolean) {
   const snapshot = policyWith(replicas);
   const random = seededRandom(3);
-  const states = new Map<string, ReplicaState>();
-  const now = 1_000_000;
-  for (const id of snapshot.replicas.keys()) {
-    states.set(id, { health: 'ready', kvUsage: random() * 0.9, queueDepth: Math.floor(random() * 4), running: Math.floor(random() * 64), inFlight: Math.floor(random() * 8), scrapedAt: now - 500, loadedAdapters: [] });
-  }
-  const fleet: FleetView = { replica: (id) => states.get(id) };
+  const fleet = new BenchFleet();
+  let now = 1_000_000;
+  const ids = [...snapshot.replicas.keys()];
+  const scrape = (id: string) => {
+    const inFlight = fleet.replica(id)?.inFlight ?? Math.floor(random() * 8);
+    fleet.set(id, { health: 'ready', kvUsage: random() * 0.9, queueDepth: Math.floor(random() * 4), running: Math.floor(random() * 64), inFlight, scrapedAt: now - 500, loadedAdapters: [] });
+  };
+  for (const id of ids) scrape(id);
+  const adjust = (id: string, by: number) => {
+    const state = fleet.replica(id)!;
+    fleet.set(id, { ...state, inFlight: state.inFlight + by });
+  };
   // Quota is checked and taken as usual, but the bench's thousands of requests
   // a second would exhaust the demo tenants' per-minute limits.
   const quota = new MemoryQuotaStore();
@@ -57,6 +90,7 @@ function run(replicas: number) {
   const env = createEnv({ now: () => now, quota: unlimited });
   const iterations = 20_000;
   const samples = new Float64Array(iterations);
+  const inFlight: string[] = [];
   let admitted = 0;
   for (let i = 0; i < iterations + 2000; i++) {
     const input = requests[i % requests.length];
@@ -69,6 +103,14 @@ function run(replicas: number) {
       samples[i - 2000] = elapsed; // the first 2,000 warm up the JIT
       if (decision.status === 200) admitted++;
     }
+    if (!live) continue;
+    now += 0.2;
+    if (decision.admitted) {
+      adjust(decision.replica, 1);
+      inFlight.push(decision.replica);
+      if (inFlight.length > 64) adjust(inFlight.shift()!, -1);
+    }
+    if (i % 10 === 0) scrape(ids[(i / 10) % ids.length]);
   }
   samples.sort();
   const pct = (p: number) => samples[Math.min(iterations - 1, Math.floor(iterations * p))];
@@ -77,8 +119,10 @@ function run(replicas: number) {
 }
 
 console.log('decide() + commit(): request facts, the four decisions and what they set off, µs per request (one process, one core)');
-console.log('general-pool replicas | fleet replicas |   p50 µs |   p99 µs |  mean µs | admitted');
-for (const n of [8, 64, 512]) {
-  const r = run(n);
-  console.log(`${String(r.general).padStart(21)} | ${String(r.replicas).padStart(14)} | ${r.p50.toFixed(1).padStart(8)} | ${r.p99.toFixed(1).padStart(8)} | ${r.mean.toFixed(1).padStart(8)} | ${(r.admitted * 100).toFixed(0)}%`);
+console.log('fleet  | general-pool replicas | fleet replicas |   p50 µs |   p99 µs |  mean µs | admitted');
+for (const live of [false, true]) {
+  for (const n of [8, 64, 512]) {
+    const r = run(n, live);
+    console.log(`${(live ? 'live' : 'still').padEnd(6)} | ${String(r.general).padStart(21)} | ${String(r.replicas).padStart(14)} | ${r.p50.toFixed(1).padStart(8)} | ${r.p99.toFixed(1).padStart(8)} | ${r.mean.toFixed(1).padStart(8)} | ${(r.admitted * 100).toFixed(0)}%`);
+  }
 }

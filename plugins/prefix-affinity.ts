@@ -1,7 +1,7 @@
 // Prefix affinity (docs/policies.md, decision 3): send a prompt to a
 // replica that recently served the longest shared prefix, whose cache likely
 // still holds it, unless that replica's KV usage is past the release threshold.
-import type { Candidate, StrategyDefinition } from '../sdk/index.ts';
+import { candidatePositions, type Candidate, type StrategyDefinition } from '../sdk/index.ts';
 
 interface Config {
   release_threshold: number;
@@ -61,7 +61,7 @@ function remember(replicas: string[], replica: string): void {
 export default {
   name: 'prefix-affinity',
   version: '1.0.0',
-  sdk: '^1',
+  sdk: '^1.2',
   description: 'Longest-prefix match over a bounded memory of which replica saw which prompt blocks.',
   configSchema: {
     type: 'object',
@@ -82,19 +82,28 @@ export default {
       pick(request, candidates) {
         const hashes = request.prefixHashes;
         if (hashes.length === 0) return { pass: true, reason: 'prompt shorter than one block' };
-        // Deepest block each candidate is known to hold.
+        // Deepest block each replica is known to hold.
         const depth = new Map<string, number>();
         for (let i = 0; i < hashes.length; i++) {
           const holders = seen.get(hashes[i]);
           if (!holders) break;
           for (const id of holders.replicas) depth.set(id, i + 1);
         }
+        // The warm candidates, found through the remembered ids (never more than a
+        // few per block) rather than by walking the pool, and taken in pool order.
+        const positions = candidatePositions(candidates);
+        const warm: number[] = [];
+        for (const [id, d] of depth) {
+          const at = d >= config.min_match_blocks ? positions.get(id) : undefined;
+          if (at !== undefined) warm.push(at);
+        }
+        warm.sort((a, b) => a - b);
         let best: Candidate | undefined;
         let bestDepth = 0;
         const alternatives = [];
-        for (const candidate of candidates) {
-          const d = depth.get(candidate.id) ?? 0;
-          if (d < config.min_match_blocks) continue;
+        for (const at of warm) {
+          const candidate = candidates[at];
+          const d = depth.get(candidate.id)!;
           const kv = candidate.signals.kvUsage;
           if (kv >= config.release_threshold) {
             alternatives.push({ replica: candidate.id, score: d, note: `released: kv ${kv.toFixed(2)}` });

@@ -32,6 +32,25 @@ export function hashRange(text: string, start: number, end: number, seed = 0): n
   return finalize(h);
 }
 
+/**
+ * hashRange over code units already paired into 32-bit words (the low half
+ * the first unit): words[start..end) hash as the 2 × (end - start) units
+ * they hold.
+ */
+export function hashWords(words: Int32Array, start: number, end: number, seed = 0): number {
+  let h = seed >>> 0;
+  for (let i = start; i < end; i++) {
+    let k = Math.imul(words[i], 0xcc9e2d51);
+    k = (k << 15) | (k >>> 17);
+    k = Math.imul(k, 0x1b873593);
+    h ^= k;
+    h = (h << 13) | (h >>> 19);
+    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
+  }
+  h ^= 2 * (end - start);
+  return finalize(h);
+}
+
 /** Combines two 32-bit hashes into one well-mixed 32-bit hash. */
 export function mixHashes(a: number, b: number): number {
   let h = (a ^ Math.imul(b, 0x9e3779b1)) | 0;
@@ -67,13 +86,29 @@ function idHash(id: string): number {
 }
 
 /**
+ * Every item's id hash, in order. Kept with a frozen list (the router shares
+ * one frozen candidate list until the pool's membership changes), so that a
+ * rendezvous over a large pool is one multiply-and-mix per item.
+ */
+const listIdHashes = new WeakMap<readonly unknown[], { idOf: (item: never) => string; hashes: Uint32Array }>();
+function idHashesOf<T>(items: readonly T[], idOf: (item: T) => string): Uint32Array {
+  const kept = listIdHashes.get(items);
+  if (kept !== undefined && kept.idOf === idOf) return kept.hashes;
+  const hashes = new Uint32Array(items.length);
+  for (let i = 0; i < items.length; i++) hashes[i] = idHash(idOf(items[i]));
+  if (Object.isFrozen(items)) listIdHashes.set(items, { idOf, hashes });
+  return hashes;
+}
+
+/**
  * Rendezvous (highest-random-weight) hashing: orders `items` by their weight
  * for `key`. Removing one of N items moves only the keys that item owned,
  * about 1/N of them, and every router computes the same order.
  */
 export function rendezvousOrder<T>(key: string, items: readonly T[], idOf: (item: T) => string): T[] {
   const keyHash = hashString(key);
-  const weighted = items.map((item) => ({ item, weight: mixHashes(keyHash, idHash(idOf(item))) }));
+  const ids = idHashesOf(items, idOf);
+  const weighted = items.map((item, i) => ({ item, weight: mixHashes(keyHash, ids[i]) }));
   weighted.sort((a, b) => b.weight - a.weight || (idOf(a.item) < idOf(b.item) ? -1 : 1));
   return weighted.map((w) => w.item);
 }
@@ -85,16 +120,17 @@ export function rendezvousOrder<T>(key: string, items: readonly T[], idOf: (item
  */
 export function rendezvousOwner<T>(key: string, items: readonly T[], idOf: (item: T) => string): T | undefined {
   const keyHash = hashString(key);
-  let best: T | undefined;
+  const ids = idHashesOf(items, idOf);
+  let best = -1;
   let bestWeight = -1;
-  for (const item of items) {
-    const weight = mixHashes(keyHash, idHash(idOf(item)));
-    if (weight > bestWeight || (weight === bestWeight && idOf(item) < idOf(best!))) {
-      best = item;
+  for (let i = 0; i < items.length; i++) {
+    const weight = mixHashes(keyHash, ids[i]);
+    if (weight > bestWeight || (weight === bestWeight && idOf(items[i]) < idOf(items[best]))) {
+      best = i;
       bestWeight = weight;
     }
   }
-  return best;
+  return best < 0 ? undefined : items[best];
 }
 
 /**

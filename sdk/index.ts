@@ -1,5 +1,6 @@
 // @switchyard/sdk: everything a replica-selection strategy may use.
 export * from './types.ts';
+export { candidatePositions } from './candidates.ts';
 export { defineStrategy } from './define.ts';
 export { formatPair } from './format.ts';
 export { hashString, mixHashes, unitInterval, rendezvousOrder, rendezvousOwner, boundedLoadOwner } from './hashing.ts';

@@ -3,7 +3,7 @@
 // the router is reachable from a plugin.
 
 /** The SDK's API version. A plugin declares the range it supports (`sdk: '^1'`). */
-export const SDK_VERSION = '1.1.0';
+export const SDK_VERSION = '1.2.0';
 
 export type Engine = 'vllm' | 'sglang';
 export type Priority = 'interactive' | 'batch';

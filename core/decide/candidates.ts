@@ -2,26 +2,86 @@
 // draining and failing replicas are excluded; ejected ones too, unless too
 // little of the pool is left: panic), then load signals with their ages.
 // Saturated replicas are marked, never dropped: excluding them would push
-// their load onto the rest, which then saturate too (section 8).
-import type { Candidate, LoadSignals } from '../../sdk/index.ts';
+// their load onto the rest, which then saturate too (docs/design.md).
+import type { Candidate, LoadSignals, ReplicaCapacity } from '../../sdk/index.ts';
+import type { Engine } from '../../sdk/types.ts';
 import type { FleetView, ReplicaState } from '../fleet/types.ts';
 import type { Pool, ReplicaSpec } from '../policy/snapshot.ts';
 import type { TraceAlternative } from './trace.ts';
 
 export interface CandidateSet {
-  readonly candidates: Candidate[];
+  readonly candidates: readonly Candidate[];
   readonly excluded: readonly TraceAlternative[];
+  /** How many of the candidates are saturated. */
+  readonly saturated: number;
+  /** The candidates by id, when the set keeps an index (the kept set does). */
+  readonly byId?: ReadonlyMap<string, Candidate>;
 }
 
 type MutableSignals = { -readonly [K in keyof LoadSignals]: LoadSignals[K] };
 
+/** Why a replica takes no requests (a trace note), 'ejected' (maybe back in a panic), or undefined: a candidate. */
+function exclusion(spec: ReplicaSpec, state: ReplicaState | undefined): string | undefined {
+  if (spec.draining) return 'draining (policy)';
+  const health = state?.health ?? 'unknown';
+  if (health === 'ejected') return 'ejected';
+  if (health === 'not_ready' || health === 'failing' || health === 'draining') return health.replace('_', ' ');
+  return undefined;
+}
+
 /**
- * One replica's candidate (or why it is excluded) as last built, and the
- * values it was built from: while the fleet reports the same values, the
- * candidate is reused and only its signals' age moves on. A pool's replicas
- * rarely all change between two requests; building every candidate afresh
- * was most of a decision's cost in a large pool.
+ * Panic (Envoy's idea): with too few healthy replicas left, sending to the
+ * ejected ones beats rejecting everything. Failing, loading and draining
+ * replicas never come back this way.
  */
+function panics(pool: Pool, candidates: number, ejected: number, failing: number): boolean {
+  return ejected > 0 && candidates * 100 < pool.outlier.panicThresholdPercent * (candidates + ejected + failing);
+}
+
+/**
+ * Signals whose age is read when asked: the pool's kept candidates are not
+ * all touched on every decision, so the age is worked out from the scrape
+ * time and the clock of the decision under way.
+ */
+class KeptSignals implements LoadSignals {
+  kvUsage = 0;
+  queueDepth = 0;
+  running = 0;
+  inFlight = 0;
+  loadedAdapters: readonly string[] = [];
+  stale = true;
+  scrapedAt: number | undefined;
+
+  constructor(private readonly clock: { now: number }) {}
+
+  get ageMs(): number {
+    return this.scrapedAt === undefined ? Infinity : Math.max(0, this.clock.now - this.scrapedAt);
+  }
+}
+
+/** One replica as strategies see it, kept for as long as the pool's snapshot and updated in place. */
+class KeptCandidate implements Candidate {
+  readonly id: string;
+  readonly url: string;
+  readonly engine: Engine;
+  readonly capacity: ReplicaCapacity;
+  readonly signals: KeptSignals;
+  saturated = false;
+
+  constructor(spec: ReplicaSpec, clock: { now: number }) {
+    this.id = spec.id;
+    this.url = spec.url;
+    this.engine = spec.engine;
+    this.capacity = spec.capacity;
+    this.signals = new KeptSignals(clock);
+  }
+}
+
+const CANDIDATE = 0;
+const EXCLUDED = 1;
+const EJECTED = 2;
+
+/** One replica of the pool: the fleet values it was last built from, and what it stands as. */
 class ReplicaEntry {
   built = false;
   health: string | undefined;
@@ -32,9 +92,17 @@ class ReplicaEntry {
   scrapedAt: number | undefined;
   loadedAdapters: readonly string[] | undefined;
   stale = false;
-  candidate: Candidate | undefined;
-  signals: MutableSignals | undefined;
-  excluded: TraceAlternative | undefined;
+  standing = EXCLUDED;
+  failing = false;
+  note: TraceAlternative | undefined;
+  readonly candidate: KeptCandidate;
+
+  constructor(
+    readonly spec: ReplicaSpec,
+    clock: { now: number },
+  ) {
+    this.candidate = new KeptCandidate(spec, clock);
+  }
 
   matches(state: ReplicaState | undefined, stale: boolean): boolean {
     return (
@@ -50,7 +118,7 @@ class ReplicaEntry {
     );
   }
 
-  rebuild(spec: ReplicaSpec, pool: Pool, state: ReplicaState | undefined, now: number, maxStalenessMs: number, stale: boolean): void {
+  rebuild(pool: Pool, state: ReplicaState | undefined, stale: boolean): void {
     this.built = true;
     this.health = state?.health;
     this.kvUsage = state?.kvUsage;
@@ -60,69 +128,129 @@ class ReplicaEntry {
     this.scrapedAt = state?.scrapedAt;
     this.loadedAdapters = state?.loadedAdapters;
     this.stale = stale;
-    const health = state?.health ?? 'unknown';
-    if (spec.draining || health === 'not_ready' || health === 'failing' || health === 'draining') {
-      this.excluded = { name: spec.id, note: spec.draining ? 'draining (policy)' : health.replace('_', ' ') };
-      this.candidate = this.signals = undefined;
-      return;
-    }
-    const signals = loadSignals(spec, state, now, maxStalenessMs) as MutableSignals;
-    this.signals = signals;
-    this.excluded = undefined;
-    this.candidate = candidateWith(pool, spec, signals);
+    const why = exclusion(this.spec, state);
+    this.failing = why === 'failing';
+    this.standing = why === undefined ? CANDIDATE : why === 'ejected' ? EJECTED : EXCLUDED;
+    this.note = why === undefined ? undefined : { name: this.spec.id, note: why === 'ejected' ? 'ejected (failed requests in a row)' : why };
+    if (this.standing === EXCLUDED) return;
+    const signals = this.candidate.signals;
+    signals.scrapedAt = state?.scrapedAt;
+    setSignals(signals, this.spec, state, stale);
+    this.candidate.saturated = saturated(pool, signals);
   }
 }
 
-/** A pool's candidates as last built, kept between requests (made with the snapshot, one per pool). */
+/**
+ * A pool's candidates, kept between decisions (one per pool, made with the
+ * snapshot). Only replicas whose fleet state changed are looked at again: all
+ * of them when the fleet has no change feed, only those it names when it has
+ * one (FleetView.changes). The list of candidates stays the same frozen array
+ * until a replica joins or leaves it, so strategies may key what they derive
+ * from a list by its identity. docs/decide.md explains the costs.
+ */
 export class CandidateCache {
   private readonly entries: ReplicaEntry[];
-  private candidates: Candidate[] = [];
-  private excluded: readonly TraceAlternative[] = [];
+  private readonly indexOf = new Map<string, number>();
+  /** The clock of the decision under way: candidates' ages are read from it. */
+  private readonly clock = { now: 0 };
+  private fleet: FleetView | undefined;
+  private maxStalenessMs = NaN;
+  private seenChanges = 0;
+  /** No fresh entry goes stale before this time (a lower bound: looking at every entry makes it exact). */
+  private staleCheckAt = -Infinity;
+  // Counts over the entries, kept as they change.
+  private candidateCount = 0;
+  private ejectedCount = 0;
+  private failingCount = 0;
+  private saturatedCandidates = 0;
+  private saturatedEjected = 0;
+  private panicking = false;
+  private listed: { candidates: readonly Candidate[]; excluded: readonly TraceAlternative[]; byId: ReadonlyMap<string, Candidate> } | undefined;
 
-  constructor(replicas: number) {
-    this.entries = Array.from({ length: replicas }, () => new ReplicaEntry());
+  constructor(replicas: readonly ReplicaSpec[]) {
+    this.entries = replicas.map((spec) => new ReplicaEntry(spec, this.clock));
+    replicas.forEach((spec, i) => this.indexOf.set(spec.id, i));
   }
 
-  /**
-   * The candidates for the fleet's state now: rebuilt where it changed, the
-   * list remade only then. Undefined while a replica is ejected: whether the
-   * pool panics depends on all of them (buildCandidates decides afresh).
-   */
-  current(pool: Pool, fleet: FleetView, now: number, maxStalenessMs: number): CandidateSet | undefined {
-    const replicas = pool.replicas;
-    let changed = false;
-    for (let i = 0; i < replicas.length; i++) {
-      const spec = replicas[i];
-      const entry = this.entries[i];
-      const state = fleet.replica(spec.id);
-      if (state?.health === 'ejected') {
-        entry.built = false;
-        return undefined;
-      }
-      const ageMs = state?.scrapedAt !== undefined ? Math.max(0, now - state.scrapedAt) : Infinity;
-      const stale = ageMs > maxStalenessMs;
-      if (entry.matches(state, stale)) {
-        if (entry.signals) entry.signals.ageMs = ageMs;
-        continue;
-      }
-      entry.rebuild(spec, pool, state, now, maxStalenessMs, stale);
-      changed = true;
-    }
+  current(pool: Pool, fleet: FleetView, now: number, maxStalenessMs: number): CandidateSet {
+    this.clock.now = now;
+    const feed = fleet.changes;
+    const changed = fleet === this.fleet && maxStalenessMs === this.maxStalenessMs && now <= this.staleCheckAt && feed ? feed.since(this.seenChanges) : undefined;
+    let relist = this.listed === undefined;
     if (changed) {
-      const candidates: Candidate[] = [];
-      const excluded: TraceAlternative[] = [];
-      for (const entry of this.entries) {
-        if (entry.candidate) candidates.push(entry.candidate);
-        else if (entry.excluded) excluded.push(entry.excluded);
+      this.seenChanges = feed!.count;
+      for (const id of changed) {
+        const i = this.indexOf.get(id);
+        if (i !== undefined && this.refresh(pool, this.entries[i], fleet, now, maxStalenessMs)) relist = true;
       }
-      this.candidates = candidates;
-      this.excluded = excluded;
+    } else {
+      // Everything: no feed, a feed too far ahead, another fleet or settings, or an entry may have gone stale.
+      this.fleet = fleet;
+      this.maxStalenessMs = maxStalenessMs;
+      this.seenChanges = feed?.count ?? 0;
+      this.staleCheckAt = Infinity;
+      for (const entry of this.entries) if (this.refresh(pool, entry, fleet, now, maxStalenessMs)) relist = true;
     }
-    // A copy: a strategy may sort what it is given without reordering the next request's list.
-    return { candidates: this.candidates.slice(), excluded: this.excluded };
+    const panicking = panics(pool, this.candidateCount, this.ejectedCount, this.failingCount);
+    if (relist || panicking !== this.panicking) this.list(panicking);
+    const { candidates, excluded, byId } = this.listed!;
+    return { candidates, excluded, byId, saturated: this.saturatedCandidates + (panicking ? this.saturatedEjected : 0) };
+  }
+
+  /** Brings an entry up to date; true when the lists must be made again. */
+  private refresh(pool: Pool, entry: ReplicaEntry, fleet: FleetView, now: number, maxStalenessMs: number): boolean {
+    const state = fleet.replica(entry.spec.id);
+    const scrapedAt = state?.scrapedAt;
+    const stale = scrapedAt === undefined || now - scrapedAt > maxStalenessMs;
+    if (!stale && scrapedAt + maxStalenessMs < this.staleCheckAt) this.staleCheckAt = scrapedAt + maxStalenessMs;
+    if (entry.matches(state, stale)) return false;
+    const standing = entry.standing;
+    const note = entry.note?.note;
+    this.count(entry, -1);
+    entry.rebuild(pool, state, stale);
+    this.count(entry, 1);
+    return entry.standing !== standing || entry.note?.note !== note;
+  }
+
+  private count(entry: ReplicaEntry, sign: 1 | -1): void {
+    if (!entry.built) return;
+    const saturated = entry.standing !== EXCLUDED && entry.candidate.saturated ? sign : 0;
+    if (entry.standing === CANDIDATE) {
+      this.candidateCount += sign;
+      this.saturatedCandidates += saturated;
+    } else if (entry.standing === EJECTED) {
+      this.ejectedCount += sign;
+      this.saturatedEjected += saturated;
+    } else if (entry.failing) {
+      this.failingCount += sign;
+    }
+  }
+
+  /** The lists in pool order, ejected replicas last (as buildCandidates makes them). */
+  private list(panicking: boolean): void {
+    const candidates: Candidate[] = [];
+    const excluded: TraceAlternative[] = [];
+    for (const entry of this.entries) {
+      if (entry.standing === CANDIDATE) candidates.push(entry.candidate);
+      else if (entry.standing === EXCLUDED) excluded.push(entry.note!);
+    }
+    for (const entry of this.entries) {
+      if (entry.standing !== EJECTED) continue;
+      if (panicking) candidates.push(entry.candidate);
+      else excluded.push(entry.note!);
+    }
+    this.panicking = panicking;
+    const byId = new Map<string, Candidate>();
+    for (const c of candidates) byId.set(c.id, c);
+    // Frozen: strategies share the list (and may key caches by it), so none may reorder it.
+    this.listed = { candidates: Object.freeze(candidates), excluded: Object.freeze(excluded), byId };
   }
 }
 
+/**
+ * The pool's candidates now: the kept ones, or for a retry (without the
+ * replicas that already failed the request) built afresh.
+ */
 export function buildCandidates(
   pool: Pool,
   fleet: FleetView,
@@ -130,64 +258,44 @@ export function buildCandidates(
   maxStalenessMs: number,
   exclude?: ReadonlySet<string>,
 ): CandidateSet {
-  if (exclude === undefined || exclude.size === 0) {
-    const kept = pool.candidateCache.current(pool, fleet, now, maxStalenessMs);
-    if (kept) return kept;
-  }
-  // A retry (without the replicas that failed it) or an ejection: built afresh.
+  if (exclude === undefined || exclude.size === 0) return pool.candidateCache.current(pool, fleet, now, maxStalenessMs);
   const candidates: Candidate[] = [];
   const excluded: TraceAlternative[] = [];
   let ejected: ReplicaSpec[] | undefined; // made only when a replica is ejected
-  let unhealthy = 0;
+  let failing = 0;
   for (const spec of pool.replicas) {
-    if (exclude?.has(spec.id)) {
+    if (exclude.has(spec.id)) {
       excluded.push({ name: spec.id, note: 'already failed this request' });
       continue;
     }
-    if (spec.draining) {
-      excluded.push({ name: spec.id, note: 'draining (policy)' });
-      continue;
-    }
     const state = fleet.replica(spec.id);
-    const health = state?.health ?? 'unknown';
-    if (health === 'ejected') {
-      (ejected ??= []).push(spec);
-      continue;
-    }
-    if (health === 'not_ready' || health === 'failing' || health === 'draining') {
-      if (health === 'failing') unhealthy++;
-      excluded.push({ name: spec.id, note: health.replace('_', ' ') });
-      continue;
-    }
-    candidates.push(candidateOf(pool, spec, state, now, maxStalenessMs));
+    const why = exclusion(spec, state);
+    if (why === 'ejected') (ejected ??= []).push(spec);
+    else if (why !== undefined) {
+      if (why === 'failing') failing++;
+      excluded.push({ name: spec.id, note: why });
+    } else candidates.push(candidateOf(pool, spec, state, now, maxStalenessMs));
   }
   if (ejected) {
-    // Panic (Envoy's idea): with too few healthy replicas left, sending to the
-    // ejected ones beats rejecting everything. Failing, loading and draining
-    // replicas never come back this way.
-    const panic = candidates.length * 100 < pool.outlier.panicThresholdPercent * (candidates.length + ejected.length + unhealthy);
+    const panic = panics(pool, candidates.length, ejected.length, failing);
     for (const spec of ejected) {
       if (panic) candidates.push(candidateOf(pool, spec, fleet.replica(spec.id), now, maxStalenessMs));
       else excluded.push({ name: spec.id, note: 'ejected (failed requests in a row)' });
     }
   }
-  return { candidates, excluded };
+  let saturated = 0;
+  for (const c of candidates) if (c.saturated) saturated++;
+  return { candidates, excluded, saturated };
 }
 
-function candidateOf(pool: Pool, spec: ReplicaSpec, state: ReturnType<FleetView['replica']>, now: number, maxStalenessMs: number): Candidate {
-  return candidateWith(pool, spec, loadSignals(spec, state, now, maxStalenessMs));
+function candidateOf(pool: Pool, spec: ReplicaSpec, state: ReplicaState | undefined, now: number, maxStalenessMs: number): Candidate {
+  const signals = loadSignals(spec, state, now, maxStalenessMs);
+  return { id: spec.id, url: spec.url, engine: spec.engine, saturated: saturated(pool, signals), signals, capacity: spec.capacity };
 }
 
-/** A replica as strategies see it, with its signals: saturated by the pool's thresholds. */
-function candidateWith(pool: Pool, spec: ReplicaSpec, signals: Candidate['signals']): Candidate {
-  return {
-    id: spec.id,
-    url: spec.url,
-    engine: spec.engine,
-    saturated: signals.kvUsage >= pool.saturation.kvUsage || signals.queueDepth >= pool.saturation.queueDepth,
-    signals,
-    capacity: spec.capacity,
-  };
+/** Saturated by the pool's thresholds. */
+function saturated(pool: Pool, signals: LoadSignals): boolean {
+  return signals.kvUsage >= pool.saturation.kvUsage || signals.queueDepth >= pool.saturation.queueDepth;
 }
 
 /**
@@ -196,36 +304,29 @@ function candidateWith(pool: Pool, spec: ReplicaSpec, signals: Candidate['signal
  * than random. Even fresh, the queue is at least what this router sent beyond
  * the engine's running batch since the last scrape.
  */
-export function loadSignals(
-  spec: ReplicaSpec,
-  state: ReturnType<FleetView['replica']>,
-  now: number,
-  maxStalenessMs: number,
-): LoadSignals {
-  const inFlight = state?.inFlight ?? 0;
+export function loadSignals(spec: ReplicaSpec, state: ReplicaState | undefined, now: number, maxStalenessMs: number): LoadSignals {
   const ageMs = state?.scrapedAt !== undefined ? Math.max(0, now - state.scrapedAt) : Infinity;
-  const loadedAdapters = adaptersOf(spec, state?.loadedAdapters);
-  if (ageMs > maxStalenessMs) {
-    return {
-      kvUsage: Math.min(1, inFlight / spec.maxNumSeqs),
-      queueDepth: Math.max(0, inFlight - spec.maxNumSeqs),
-      running: Math.min(inFlight, spec.maxNumSeqs),
-      inFlight,
-      loadedAdapters,
-      ageMs,
-      stale: true,
-    };
+  const signals: MutableSignals = { kvUsage: 0, queueDepth: 0, running: 0, inFlight: 0, loadedAdapters: spec.adapters, ageMs, stale: true };
+  setSignals(signals, spec, state, ageMs > maxStalenessMs);
+  return signals;
+}
+
+/** Everything of loadSignals but the age, written into `out`. */
+function setSignals(out: Omit<MutableSignals, 'ageMs'>, spec: ReplicaSpec, state: ReplicaState | undefined, stale: boolean): void {
+  const inFlight = state?.inFlight ?? 0;
+  out.inFlight = inFlight;
+  out.loadedAdapters = adaptersOf(spec, state?.loadedAdapters);
+  out.stale = stale;
+  if (stale) {
+    out.kvUsage = Math.min(1, inFlight / spec.maxNumSeqs);
+    out.queueDepth = Math.max(0, inFlight - spec.maxNumSeqs);
+    out.running = Math.min(inFlight, spec.maxNumSeqs);
+    return;
   }
   const running = state!.running ?? 0;
-  return {
-    kvUsage: state!.kvUsage ?? 0,
-    queueDepth: Math.max(state!.queueDepth ?? 0, inFlight - running),
-    running,
-    inFlight,
-    loadedAdapters,
-    ageMs,
-    stale: false,
-  };
+  out.kvUsage = state!.kvUsage ?? 0;
+  out.queueDepth = Math.max(state!.queueDepth ?? 0, inFlight - running);
+  out.running = running;
 }
 
 /**

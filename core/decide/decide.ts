@@ -97,7 +97,8 @@ export function decide(
 
   // 3. Which replica.
   const now = env.now();
-  const { candidates, excluded } = buildCandidates(pool, fleet, now, snapshot.settings.maxStalenessMs, options.excludeReplicas);
+  const candidateSet = buildCandidates(pool, fleet, now, snapshot.settings.maxStalenessMs, options.excludeReplicas);
+  const { candidates, excluded } = candidateSet;
   if (candidates.length === 0) {
     const r = rejection('no_healthy_replica', `No replica of pool ${pool.name} (${model.id}@${version.version}) is ready. Retry after 5 s.`, { retryAfterS: 5 });
     trace.replica = { decidedBy: 'filters', reason: 'every replica is excluded', alternatives: excluded };
@@ -110,7 +111,7 @@ export function decide(
   }
   const routed = new Routed(facts, snapshot.settings, chosen, tenant.id, priority, maxTokens, options.blockHashes);
   const budgetMs = options.pickBudgetMs ?? 1;
-  const replicaStep = chooseReplica(routed, pool, candidates, excluded, budgetMs, env.clock);
+  const replicaStep = chooseReplica(routed, pool, candidateSet, budgetMs, env.clock);
   trace.replica = replicaStep.trace;
   const replica = replicaStep.replica;
   const chain = replicaStep.run;

@@ -10,6 +10,7 @@ import { isPass, leastLoaded, type Candidate, type RoutedRequest } from '../../s
 import { CageSkip } from '../plugins/cage/skip.ts';
 import { cleanReason } from './reason.ts';
 import type { Pool } from '../policy/snapshot.ts';
+import type { CandidateSet } from './candidates.ts';
 import type { ChainRun, StrategyIncident } from './decision.ts';
 import type { StepTrace, TraceAlternative } from './trace.ts';
 
@@ -32,14 +33,14 @@ const UNTIMED: ChainRun = Object.freeze({ budgetMs: Infinity, pickMs: Object.fre
 export function chooseReplica(
   request: RoutedRequest,
   pool: Pool,
-  candidates: readonly Candidate[],
-  excluded: readonly TraceAlternative[],
+  { candidates, excluded, saturated, byId }: CandidateSet,
   budgetMs: number,
   clock: () => number,
 ): ReplicaChoice {
-  // Usually nothing is saturated: then the candidates themselves, not a filtered copy.
-  const unsaturated = candidates.some((c) => c.saturated) ? candidates.filter((c) => !c.saturated) : candidates;
+  // Usually nothing is saturated: then the candidates themselves (the kept, shared list), not a filtered copy.
+  const unsaturated = saturated > 0 ? candidates.filter((c) => !c.saturated) : candidates;
   const preferred = unsaturated.length > 0 ? unsaturated : candidates;
+  const ofPreferred = preferred === candidates ? byId : undefined;
   const notes: TraceAlternative[] = excluded.map((e) => ({ ...e, note: `excluded: ${e.note}` }));
   if (unsaturated.length > 0 && unsaturated.length < candidates.length) {
     for (const c of candidates) if (c.saturated) notes.push({ name: c.id, note: `deprioritized: saturated (kv ${c.signals.kvUsage.toFixed(2)}, queue ${c.signals.queueDepth})` });
@@ -87,7 +88,7 @@ export function chooseReplica(
       notes.push({ name: slot.name, note: `passed: ${result?.reason ?? 'no answer'}` });
       continue;
     }
-    const chosen = typeof result.replica === 'string' ? preferred.find((c) => c.id === result.replica) : undefined;
+    const chosen = typeof result.replica !== 'string' ? undefined : ofPreferred ? ofPreferred.get(result.replica) : preferred.find((c) => c.id === result.replica);
     if (!chosen) {
       (incidents === NO_INCIDENTS ? (incidents = []) : incidents).push({ strategy: slot.name, fault: 'bad_answer', detail: `answered ${cleanReason(JSON.stringify(result.replica) ?? 'undefined')}, not one of its candidates` });
       notes.push({ name: slot.name, note: 'skipped: answered a replica it was not given' });

@@ -47,9 +47,62 @@ function endsLine(text: string, i: number): boolean {
   return true;
 }
 
-function startsWithAny(text: string, i: number, words: readonly string[], then: (end: number) => boolean): boolean {
-  for (const word of words) if (text.startsWith(word, i) && then(i + word.length)) return true;
+function startsWithAny(text: string, i: number, words: readonly string[]): number {
+  for (const word of words) if (text.startsWith(word, i)) return i + word.length;
+  return -1;
+}
+
+/** `def … \s+\S` and the like: a definition keyword, whitespace, and some non-space somewhere after. */
+function definitionAt(text: string, start: number, lastNonSpace: number): boolean {
+  for (const word of DEFINITIONS) {
+    const end = start + word.length;
+    if (text.startsWith(word, start) && end < text.length && isSpace(text.charCodeAt(end)) && end < lastNonSpace) return true;
+  }
   return false;
+}
+
+/** `(if|for|while)\s*\(.*\)\s*\{` from `end`, just past the keyword. */
+function blockAt(text: string, end: number): boolean {
+  const n = text.length;
+  const open = skipSpaces(text, end);
+  if (text.charCodeAt(open) !== 40 /* ( */) return false;
+  // `.*\)\s*\{`: a `)` on this line, then whitespace (any), then `{`.
+  for (let i = open + 1; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (isLineEnd(c)) return false;
+    if (c === 41 /* ) */) {
+      let next = i + 1;
+      let crossedLine = false;
+      for (; next < n && isSpace(text.charCodeAt(next)); next++) if (isLineEnd(text.charCodeAt(next))) crossedLine = true;
+      if (text.charCodeAt(next) === 123 /* { */) return true;
+      // No `)` after this one on the line (`.` stops at a line end): walk on only if the line goes on.
+      if (crossedLine) return false;
+      i = next - 1;
+    }
+  }
+  return false;
+}
+
+/** A line's first non-space character at `start`: a definition or a block statement begins here? */
+function codeLineAt(text: string, start: number, lastNonSpace: number): boolean {
+  if (start >= text.length) return false;
+  if (definitionAt(text, start, lastNonSpace)) return true;
+  const end = startsWithAny(text, start, BLOCKS);
+  return end >= 0 && blockAt(text, end);
+}
+
+/**
+ * The characters the scan stops at: the three that end code marks, and the
+ * line ends (a line's first word may be a keyword). Everything between is
+ * skipped by String#indexOf, which runs natively: prose has few of these,
+ * and reading every character in JavaScript was most of a request's cost.
+ */
+const STOPS = [';', ')', '=', '\n', '\r', '\u2028', '\u2029'];
+const FIRST_LINE_END = 3;
+
+function nextStop(text: string, stop: number, from: number): number {
+  const at = text.indexOf(STOPS[stop], from);
+  return at < 0 ? text.length : at;
 }
 
 /** The regex above, without backtracking. Exported for tests; use looksLikeCode. */
@@ -60,44 +113,28 @@ export function scanForCode(text: string): boolean {
   let lastNonSpace = n - 1;
   while (lastNonSpace >= 0 && isSpace(text.charCodeAt(lastNonSpace))) lastNonSpace--;
 
-  const definitionAt = (end: number) => end < n && isSpace(text.charCodeAt(end)) && end < lastNonSpace;
-  const blockAt = (end: number) => {
-    const open = skipSpaces(text, end);
-    if (text.charCodeAt(open) !== 40 /* ( */) return false;
-    // `.*\)\s*\{`: a `)` on this line, then whitespace (any), then `{`.
-    for (let i = open + 1; i < n; i++) {
-      const c = text.charCodeAt(i);
-      if (isLineEnd(c)) return false;
-      if (c === 41 /* ) */) {
-        let next = i + 1;
-        let crossedLine = false;
-        for (; next < n && isSpace(text.charCodeAt(next)); next++) if (isLineEnd(text.charCodeAt(next))) crossedLine = true;
-        if (text.charCodeAt(next) === 123 /* { */) return true;
-        // No `)` after this one on the line (`.` stops at a line end): walk on only if the line goes on.
-        if (crossedLine) return false;
-        i = next - 1;
-      }
+  let lineStart = skipSpaces(text, 0);
+  if (codeLineAt(text, lineStart, lastNonSpace)) return true;
+  // Where each stop character next occurs; line ends inside a line's leading whitespace were walked already.
+  const next = STOPS.map((_, stop) => nextStop(text, stop, stop >= FIRST_LINE_END ? lineStart : 0));
+  for (;;) {
+    let stop = 0;
+    for (let s = 1; s < STOPS.length; s++) if (next[s] < next[stop]) stop = s;
+    const i = next[stop];
+    if (i >= n) return false;
+    next[stop] = nextStop(text, stop, i + 1);
+    if (stop === 0) {
+      if (endsLine(text, i + 1)) return true; // `;\s*$`
+    } else if (stop === 1) {
+      const brace = skipSpaces(text, i + 1); // `\)\s*\{\s*$`
+      if (text.charCodeAt(brace) === 123 /* { */ && endsLine(text, brace + 1)) return true;
+    } else if (stop === 2) {
+      if (text.charCodeAt(i + 1) === 62 /* > */ && text.charCodeAt(skipSpaces(text, i + 2)) === 123) return true; // `=>\s*\{`
+    } else {
+      // A line end: the next line's first non-space character, past any blank lines.
+      lineStart = skipSpaces(text, i + 1);
+      if (codeLineAt(text, lineStart, lastNonSpace)) return true;
+      for (let s = FIRST_LINE_END; s < STOPS.length; s++) if (next[s] < lineStart) next[s] = nextStop(text, s, lineStart);
     }
-    return false;
-  };
-
-  let lineStart = true; // only whitespace since the start of the text or a line end
-  for (let i = 0; i < n; i++) {
-    const c = text.charCodeAt(i);
-    if (isSpace(c)) {
-      if (isLineEnd(c)) lineStart = true;
-      continue;
-    }
-    if (lineStart) {
-      lineStart = false;
-      if (startsWithAny(text, i, DEFINITIONS, definitionAt) || startsWithAny(text, i, BLOCKS, blockAt)) return true;
-    }
-    if (c === 59 /* ; */ && endsLine(text, i + 1)) return true;
-    if (c === 41 /* ) */) {
-      const next = skipSpaces(text, i + 1);
-      if (text.charCodeAt(next) === 123 && endsLine(text, next + 1)) return true;
-    }
-    if (c === 61 /* = */ && text.charCodeAt(i + 1) === 62 /* > */ && text.charCodeAt(skipSpaces(text, i + 2)) === 123) return true;
   }
-  return false;
 }

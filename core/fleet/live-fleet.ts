@@ -4,6 +4,7 @@
 // errors, an operator or policy its draining flag. The request path only ever
 // reads a ready-made snapshot.
 import type { Logger } from '../../sdk/types.ts';
+import { ChangeLog } from './change-log.ts';
 import { ENGINE_METRIC_NAMES, extractSignals, hasLoadSignals } from './engine-signals.ts';
 import type { CheckOutcome, HealthChange } from './health.ts';
 import type { Ejection, OutlierSettings, UpstreamOutcome } from './outlier.ts';
@@ -75,6 +76,8 @@ export class LiveFleet implements FleetView {
   /** The pool each ejected replica was ejected from: named again when it returns. */
   private readonly ejectedFrom = new Map<string, string>();
   private started = false;
+  /** Every change to a replica's state, for decisions to revisit only what moved (FleetView.changes). */
+  readonly changes = new ChangeLog();
 
   constructor(options: LiveFleetOptions) {
     this.settings = {
@@ -131,15 +134,17 @@ export class LiveFleet implements FleetView {
       if (target && target.url === watch.replica.target.url && target.engine === watch.replica.target.engine) continue;
       this.watches.delete(id);
       this.ejectedFrom.delete(id);
+      this.changes.record(id);
       void this.stopWatch(watch);
     }
     for (const [id, target] of next) {
       if (this.watches.has(id)) continue;
       const watch: Watch = {
-        replica: new WatchedReplica(target, { failAfter: this.settings.failAfter, recoverAfter: this.settings.recoverAfter }),
+        replica: new WatchedReplica(target, { failAfter: this.settings.failAfter, recoverAfter: this.settings.recoverAfter }, (changed) => this.changes.record(changed)),
         loops: [],
       };
       this.watches.set(id, watch);
+      this.changes.record(id);
       if (this.started) this.startWatch(watch);
     }
     // Keep list() in the order the policy gives.

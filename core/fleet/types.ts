@@ -45,6 +45,17 @@ export interface ReplicaState {
 
 export interface FleetView {
   replica(id: string): ReplicaState | undefined;
+  /**
+   * Optional change feed. A fleet that has one counts every change to any
+   * replica's state (a new state object each time, never one mutated in
+   * place), and names the replicas changed since an earlier count; undefined
+   * when it can no longer say. Decisions then revisit only those replicas; a
+   * fleet without it is read whole on every decision.
+   */
+  readonly changes?: {
+    readonly count: number;
+    since(count: number): readonly string[] | undefined;
+  };
 }
 
 /** A fleet nobody has observed: every replica unknown and idle (explain without --fleet). */

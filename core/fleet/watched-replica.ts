@@ -76,8 +76,15 @@ export class WatchedReplica {
   constructor(
     readonly target: ReplicaTarget,
     policy: HealthPolicy,
+    /** Told each time the state the router reads changes (LiveFleet's change feed). */
+    private readonly onChange?: (id: string) => void,
   ) {
     this.tracker = new HealthTracker(policy);
+  }
+
+  private invalidate(): void {
+    this.view = undefined;
+    this.onChange?.(this.target.id);
   }
 
   /** The snapshot the router reads: frozen, and the same object until something changes. */
@@ -93,7 +100,7 @@ export class WatchedReplica {
    */
   acquire(): () => void {
     this.inFlight++;
-    this.view = undefined;
+    this.invalidate();
     let released = false;
     return () => {
       if (released) return;
@@ -105,13 +112,13 @@ export class WatchedReplica {
   release(): void {
     if (this.inFlight === 0) return; // never negative, even on a stray release
     this.inFlight--;
-    this.view = undefined;
+    this.invalidate();
   }
 
   setDraining(draining: boolean): void {
     if (this.draining === draining) return;
     this.draining = draining;
-    this.view = undefined;
+    this.invalidate();
   }
 
   /** Records a successful scrape started at `at`; returns how many failed scrapes it ends. */
@@ -126,7 +133,7 @@ export class WatchedReplica {
     const ended = this.scrapeFailures;
     this.scrapeFailures = 0;
     this.lastScrapeError = undefined;
-    this.view = undefined;
+    this.invalidate();
     return ended;
   }
 
@@ -171,7 +178,7 @@ export class WatchedReplica {
   }
 
   eject(cause: Ejection['cause'], detail: string, now: number, settings: OutlierSettings): Ejection {
-    this.view = undefined;
+    this.invalidate();
     return this.outlier.eject(cause, detail, now, settings);
   }
 
@@ -215,7 +222,7 @@ export class WatchedReplica {
 
   private observe(outcome: CheckOutcome): HealthChange | undefined {
     const change = this.tracker.observe(outcome);
-    this.view = undefined; // checkedAt moved even when health did not
+    this.invalidate(); // checkedAt moved even when health did not
     return change;
   }
 

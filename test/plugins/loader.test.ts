@@ -75,7 +75,7 @@ test('a wrong export is refused, naming the file and what is wrong', async () =>
 test('an incompatible sdk range is refused, naming the plugin, its range and this SDK', async () => {
   const dir = tempDir();
   const { problems } = await loader().loadFile(write(join(dir, 'future.ts'), pluginSource('future', { sdk: '^2' })));
-  assert.match(errorsOf(problems).join('\n'), /future\.ts:\d+:1: refused: strategy "future" supports SDK \^2, but this router provides SDK 1\.1\.0/);
+  assert.match(errorsOf(problems).join('\n'), /future\.ts:\d+:1: refused: strategy "future" supports SDK \^2, but this router provides SDK 1\.2\.0/);
 });
 
 test('a plugin that throws while loading is located in its own source, with or without source maps on', async () => {

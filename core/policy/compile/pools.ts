@@ -108,7 +108,7 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
         maxModelLen: p.limits?.max_model_len,
         replicas: poolReplicas,
         chain: [],
-        candidateCache: new CandidateCache(poolReplicas.length),
+        candidateCache: new CandidateCache(poolReplicas),
         saturation: { kvUsage: saturation.kv_usage, queueDepth: saturation.queue_depth },
         capacity: { queueDepth: capacity.queue_depth, retryAfterS: capacity.retry_after_s },
         weights: {
