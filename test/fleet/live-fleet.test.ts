@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { afterEach, test } from 'node:test';
-import { LiveFleet, type LiveFleetOptions } from '../../core/fleet/live-fleet.ts';
+import { LiveFleet, type LiveFleetOptions, type OutlierScope } from '../../core/fleet/live-fleet.ts';
 import type { Logger } from '../../sdk/types.ts';
 import { FakeEngine, vllmPage, waitFor } from './fake-engine.ts';
 
@@ -209,6 +209,31 @@ test('the snapshot is frozen and stays the same object until something changes',
   assert.notEqual(live.replica('a'), before);
   assert.equal(before.inFlight, 0, 'an old snapshot does not change under a reader');
   end();
+});
+
+test('every new snapshot of a replica is named in the change feed, so decisions can skip the rest', () => {
+  const replicas = ['a', 'b', 'c'].map((id, i) => ({ id, url: `http://127.0.0.1:${9 + i}`, engine: 'vllm' as const }));
+  const live = fleet({ replicas });
+  const scope: OutlierScope = { key: 'pool', replicas, outlier: { consecutive5xx: 1, consecutiveGatewayFailures: 1, baseEjectionMs: 1000, maxEjectionMs: 10_000, maxEjectionPercent: 100, panicThresholdPercent: 0 } };
+  const ops: [string, () => void][] = [
+    ['acquire a', () => void live.acquire('a')],
+    ['release a', () => live.release('a')],
+    ['drain b', () => void live.setDraining('b', true)],
+    ['undrain b', () => void live.setDraining('b', false)],
+    ['connect error on c', () => live.markFailure('c')],
+    ['5xx ejects a', () => live.recordUpstream('a', 'status_5xx', scope)],
+    ['c removed, d added', () => live.update([replicas[0], replicas[1], { id: 'd', url: 'http://127.0.0.1:20', engine: 'vllm' }])],
+  ];
+  for (const [what, op] of ops) {
+    const ids = ['a', 'b', 'c', 'd'];
+    const before = new Map(ids.map((id) => [id, live.replica(id)]));
+    const count = live.changes.count;
+    op();
+    const named = new Set(live.changes.since(count));
+    const moved = ids.filter((id) => live.replica(id) !== before.get(id));
+    assert.ok(moved.length > 0, `${what}: changes something`);
+    for (const id of moved) assert.ok(named.has(id), `${what}: ${id} changed but the feed does not name it`);
+  }
 });
 
 test('update keeps the replicas that stay, starts new ones and forgets removed ones', async () => {
