@@ -120,8 +120,10 @@ function run(replicas: number, live: boolean) {
 
 console.log('decide() + commit(): request facts, the four decisions and what they set off, µs per request (one process, one core)');
 console.log('fleet  | general-pool replicas | fleet replicas |   p50 µs |   p99 µs |  mean µs | admitted');
+// BENCH_REPLICAS=512 (comma-separated) runs only those pool sizes.
+const sizes = process.env.BENCH_REPLICAS ? process.env.BENCH_REPLICAS.split(',').map(Number) : [8, 64, 512];
 for (const live of [false, true]) {
-  for (const n of [8, 64, 512]) {
+  for (const n of sizes) {
     const r = run(n, live);
     console.log(`${(live ? 'live' : 'still').padEnd(6)} | ${String(r.general).padStart(21)} | ${String(r.replicas).padStart(14)} | ${r.p50.toFixed(1).padStart(8)} | ${r.p99.toFixed(1).padStart(8)} | ${r.mean.toFixed(1).padStart(8)} | ${(r.admitted * 100).toFixed(0)}%`);
   }

@@ -22,17 +22,18 @@ export default {
   create(config, ctx) {
     // adapter → replica → when this router last sent it there.
     const recent = new Map<string, Map<string, number>>();
-    const holds = (candidate: Candidate, adapter: string): boolean => {
-      if (candidate.signals.loadedAdapters.includes(adapter)) return true;
-      const sentAt = recent.get(adapter)?.get(candidate.id);
-      return sentAt !== undefined && ctx.now() - sentAt <= config.memory_ms;
-    };
 
     return {
       pick(request, candidates) {
         const adapter = request.adapter;
         if (!adapter) return { pass: true, reason: 'no adapter' };
-        const loaded = candidates.filter((c) => holds(c, adapter));
+        // Looked up once, not once per candidate: this walks the whole pool.
+        const sent = recent.get(adapter);
+        const since = ctx.now() - config.memory_ms;
+        const loaded: Candidate[] = [];
+        for (const c of candidates) {
+          if (c.signals.loadedAdapters.includes(adapter) || (sent !== undefined && (sent.get(c.id) ?? -Infinity) >= since)) loaded.push(c);
+        }
         if (loaded.length) {
           const { best, scores } = leastLoaded(loaded, ctx.loadScoreWeights);
           return { replica: best!.id, reason: `${adapter} loaded on ${loaded.length} replica(s); least loaded`, alternatives: scores };

@@ -18,16 +18,48 @@ interface Config {
  */
 const MAX_HOLDERS = 16;
 
-/** The replicas that last served one prefix block (most recent last, at most MAX_HOLDERS), and when the block was last used. */
+/**
+ * The replicas that last served one prefix block, as numbers (see Replicas),
+ * most recent last and at most MAX_HOLDERS, and when the block was last used.
+ */
 interface Holders {
-  readonly replicas: string[];
+  readonly replicas: number[];
   /** Tick of the block's last use: the LRU order, kept without reordering the Map. */
   usedAt: number;
 }
 
+/**
+ * Replica ids as small numbers: a pick reads up to MAX_HOLDERS holders for
+ * each of a prompt's blocks, and array slots indexed by number cost a fraction
+ * of what a Map keyed by id string does. Ids come from the router's policy,
+ * so there are few; past MAX_REPLICA_NUMBERS (ids accumulated over reloads)
+ * the memory starts afresh.
+ */
+const MAX_REPLICA_NUMBERS = 65_536;
+
+class Replicas {
+  readonly ids: string[] = [];
+  private readonly numbers = new Map<string, number>();
+
+  numberOf(id: string): number {
+    let n = this.numbers.get(id);
+    if (n === undefined) {
+      n = this.ids.length;
+      this.ids.push(id);
+      this.numbers.set(id, n);
+    }
+    return n;
+  }
+
+  get full(): boolean {
+    return this.ids.length >= MAX_REPLICA_NUMBERS;
+  }
+}
+
 interface State {
-  /** Prefix block hash → its holders. */
+  /** Prefix block hash (as a signed 32-bit integer: V8 keys those fastest) → its holders. */
   seen: Map<number, Holders>;
+  replicas: Replicas;
   /** Ticks once per block use; carried over so ages stay comparable. */
   clock: number;
 }
@@ -50,7 +82,7 @@ function evictLeastRecentlyUsed(seen: Map<number, Holders>, maxEntries: number):
 }
 
 /** Moves `replica` to the most recent end of `replicas`, dropping the oldest past the cap. */
-function remember(replicas: string[], replica: string): void {
+function remember(replicas: number[], replica: number): void {
   const at = replicas.indexOf(replica);
   if (at === replicas.length - 1) return;
   if (at >= 0) replicas.splice(at, 1);
@@ -74,36 +106,48 @@ export default {
   },
   create(config, ctx) {
     const previous = ctx.previousState as Partial<State> | undefined;
-    const known = previous?.seen instanceof Map && typeof previous.clock === 'number';
-    const seen: Map<number, Holders> = known ? previous.seen! : new Map();
+    const known = previous?.seen instanceof Map && previous.replicas instanceof Replicas && typeof previous.clock === 'number';
+    let seen: Map<number, Holders> = known ? previous.seen! : new Map();
+    let replicas = known ? previous.replicas! : new Replicas();
     let clock = known ? previous.clock! : 0;
+    // Per pick: each holder's deepest block, valid where stamped with this pick's number.
+    const depthOf: number[] = [];
+    const stampOf: number[] = [];
+    let pickNumber = 0;
 
     return {
       pick(request, candidates) {
         const hashes = request.prefixHashes;
         if (hashes.length === 0) return { pass: true, reason: 'prompt shorter than one block' };
         // Deepest block each replica is known to hold.
-        const depth = new Map<string, number>();
+        const stamp = ++pickNumber;
+        const held: number[] = [];
         for (let i = 0; i < hashes.length; i++) {
-          const holders = seen.get(hashes[i]);
+          const holders = seen.get(hashes[i] | 0);
           if (!holders) break;
-          for (const id of holders.replicas) depth.set(id, i + 1);
+          for (const n of holders.replicas) {
+            if (stampOf[n] !== stamp) {
+              stampOf[n] = stamp;
+              held.push(n);
+            }
+            depthOf[n] = i + 1;
+          }
         }
-        // The warm candidates, found through the remembered ids (never more than a
-        // few per block) rather than by walking the pool, and taken in pool order.
+        // The warm candidates, found through the remembered replicas (never more
+        // than a few per block) rather than by walking the pool, in pool order.
         const positions = candidatePositions(candidates);
-        const warm: number[] = [];
-        for (const [id, d] of depth) {
-          const at = d >= config.min_match_blocks ? positions.get(id) : undefined;
-          if (at !== undefined) warm.push(at);
+        const warm: { at: number; d: number }[] = [];
+        for (const n of held) {
+          const d = depthOf[n];
+          const at = d >= config.min_match_blocks ? positions.get(replicas.ids[n]) : undefined;
+          if (at !== undefined) warm.push({ at, d });
         }
-        warm.sort((a, b) => a - b);
+        warm.sort((a, b) => a.at - b.at);
         let best: Candidate | undefined;
         let bestDepth = 0;
         const alternatives = [];
-        for (const at of warm) {
+        for (const { at, d } of warm) {
           const candidate = candidates[at];
-          const d = depth.get(candidate.id)!;
           const kv = candidate.signals.kvUsage;
           if (kv >= config.release_threshold) {
             alternatives.push({ replica: candidate.id, score: d, note: `released: kv ${kv.toFixed(2)}` });
@@ -125,22 +169,28 @@ export default {
         };
       },
       onRouted(request, replica) {
+        if (replicas.full) {
+          seen = new Map();
+          replicas = new Replicas();
+        }
+        const n = replicas.numberOf(replica);
         for (const hash of request.prefixHashes) {
-          const holders = seen.get(hash);
+          const key = hash | 0;
+          const holders = seen.get(key);
           if (holders) {
             holders.usedAt = ++clock;
-            remember(holders.replicas, replica);
+            remember(holders.replicas, n);
           } else {
-            seen.set(hash, { replicas: [replica], usedAt: ++clock });
+            seen.set(key, { replicas: [n], usedAt: ++clock });
           }
         }
         if (seen.size > config.max_entries) evictLeastRecentlyUsed(seen, config.max_entries);
       },
       exportState(): State {
-        return { seen, clock };
+        return { seen, replicas, clock };
       },
       dispose() {
-        // The map may live on in a successor (exportState); nothing else to free.
+        // The memory may live on in a successor (exportState); nothing else to free.
       },
     };
   },
