@@ -122,6 +122,8 @@ console.log('decide() + commit(): request facts, the four decisions and what the
 console.log('fleet  | general-pool replicas | fleet replicas |   p50 µs |   p99 µs |  mean µs | admitted');
 // BENCH_REPLICAS=512 (comma-separated) runs only those pool sizes.
 const sizes = process.env.BENCH_REPLICAS ? process.env.BENCH_REPLICAS.split(',').map(Number) : [8, 64, 512];
+// A first run, not shown: a fresh process's JIT is still settling well past one run's warm-up.
+run(64, true);
 for (const live of [false, true]) {
   for (const n of sizes) {
     const r = run(n, live);
