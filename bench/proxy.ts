@@ -18,8 +18,12 @@ interface Target {
   child?: ChildProcess;
 }
 
+// BENCH_PROFILE=DIR writes a CPU profile of each router process into DIR (open it in Chrome's DevTools).
+const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
+
 function start(script: string, args: string[]): Promise<{ url: string; adminUrl?: string; child: ChildProcess }> {
-  const child = fork(script, args, { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const execArgv = ['--import', 'tsx', ...(script.endsWith('/router.ts') ? profile : [])];
+  const child = fork(script, args, { execArgv, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
   return new Promise((resolve, reject) => {
     child.once('message', (m) => resolve({ ...(m as { url: string; adminUrl?: string }), child }));
     child.once('exit', (code) => reject(new Error(`${script} exited with ${code}`)));
@@ -185,14 +189,17 @@ const traced = process.env.BENCH_TRACING ? { name: 'traced router', ...(await st
     }
   }
   const runs = (target: Target) => `${median(cpu[target.name]).toFixed(0)} µs/req (${cpu[target.name].map((c) => c.toFixed(0)).join(' ')})`;
+  // Each round's two runs share that minute's noise (the machine is shared): the median of the rounds' ratios is steadier than a ratio of medians.
+  const paired = (a: Target, b: Target) => median(cpu[a.name].map((c, round) => c / cpu[b.name][round])).toFixed(2);
   const bareCpu = median(cpu[targets[1].name]);
   const routerCpu = median(cpu[targets[2].name]);
   console.log(`\nat saturation (non-streaming, 32 concurrent clients, ${SATURATION_REQUESTS} requests a run, median of ${ROUNDS})`);
-  console.log(`bare pass-through ${runs(targets[1])}, switchyard ${runs(targets[2])}: ${(routerCpu / bareCpu).toFixed(2)}× (goal ≤ 1.3×)`);
+  console.log(`bare pass-through ${runs(targets[1])}, switchyard ${runs(targets[2])}: ${(routerCpu / bareCpu).toFixed(2)}× (goal ≤ 1.3×); round by round ${paired(targets[2], targets[1])}×`);
   if (traced) console.log(`traced router ${runs(traced)}: tracing on costs ${(median(cpu[traced.name]) - routerCpu).toFixed(0)} µs a request (${(median(cpu[traced.name]) / routerCpu).toFixed(2)}× the router without tracing)`);
-  if (baseline) console.log(`baseline router ${runs(baseline)}: ${(median(cpu[baseline.name]) / bareCpu).toFixed(2)}× the bare pass-through; switchyard is ${(routerCpu / median(cpu[baseline.name])).toFixed(2)}× the baseline`);
+  if (baseline) console.log(`baseline router ${runs(baseline)}: ${(median(cpu[baseline.name]) / bareCpu).toFixed(2)}× the bare pass-through; switchyard is ${(routerCpu / median(cpu[baseline.name])).toFixed(2)}× the baseline (round by round ${paired(targets[2], baseline)}×)`);
 }
 
 if (process.env.BENCH_EXPLORER) console.log(`the explorer client received ${explorerEvents} decisions`);
-for (const child of [engine.child, bare.child, router.child, baseline?.child, traced?.child]) child?.kill();
+// SIGINT: the targets exit cleanly on it, so a profiler gets to write its file.
+for (const child of [engine.child, bare.child, router.child, baseline?.child, traced?.child]) child?.kill('SIGINT');
 process.exit(0);

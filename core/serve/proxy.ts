@@ -127,7 +127,7 @@ async function route(
   let attempts = 0;
   try {
     for (;;) {
-      result = await send(deps, snapshot, decision, path, upstreamBody, stream, request, res, retrying, traced?.attempt(decision.replica, deps.urlOf(replicaOf(decision.poolRef, decision.replica)), attempts + 1, (facts as RequestFacts).maxTokens));
+      result = await send(deps, snapshot, decision, path, upstreamBody, stream, request, res, retrying, traced?.attempt(decision.replica, deps.urlOf(replicaOf(snapshot, decision.poolRef, decision.replica)), attempts + 1, (facts as RequestFacts).maxTokens));
       attempts++;
       if (result.kind !== 'retryable') break;
       // Failed before the first byte: another replica, if the pool's limits allow.
@@ -195,7 +195,7 @@ async function send(
   traced: UpstreamAttemptTrace | undefined,
 ): Promise<AttemptResult> {
   const pool = decision.poolRef;
-  const replica = replicaOf(pool, decision.replica);
+  const replica = replicaOf(snapshot, pool, decision.replica);
   const releaseInFlight = deps.fleet.acquire(replica.id);
   deps.metrics.decisions.inc({ pool: pool.name, replica: replica.id, strategy: decision.strategy });
   const started = performance.now();
@@ -256,9 +256,11 @@ function reject(deps: ProxyDeps, request: FastifyRequest, res: FastifyReply['raw
   request.log.info({ status: r.status, reject: r.code, model: decision.model, pool: decision.pool }, 'rejected');
 }
 
-function replicaOf(pool: Pool, id: string): ReplicaSpec {
-  for (const replica of pool.replicas) if (replica.id === id) return replica;
-  throw new Error(`replica ${id} is not in pool ${pool.name}`);
+/** The chosen replica's spec: ids are unique across a policy, so the snapshot's index finds it (not a walk of the pool). */
+function replicaOf(snapshot: Snapshot, pool: Pool, id: string): ReplicaSpec {
+  const replica = snapshot.replicas.get(id);
+  if (replica === undefined) throw new Error(`replica ${id} is not in pool ${pool.name}`);
+  return replica;
 }
 
 function outcomeOf(result: AttemptResult): string {
