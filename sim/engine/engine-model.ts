@@ -396,8 +396,8 @@ export class EngineModel {
         kv.allocate(seq.holding, need);
         seq.numBlocks += need;
       }
-      // Output blocks the skipped steps and the step now built filled.
-      if (seq.hashedBlocks < seq.hashLimit) this.cacheFilled(seq, seq.numComputed + 1);
+      // Output blocks the skipped steps and the step now built filled (most windows fill none).
+      if (seq.hashedBlocks < seq.hashLimit && seq.numComputed + 1 >= (seq.hashedBlocks + 1) * blockSize) this.cacheFilled(seq, seq.numComputed + 1);
     }
     this.generationTokenCount += steps * count;
     this.stepCount += steps;
