@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { buildCandidates, type CandidateSet } from '../../core/decide/candidates.ts';
 import { ChangeLog } from '../../core/fleet/change-log.ts';
+import { LiveFleet } from '../../core/fleet/live-fleet.ts';
 import type { FleetView, ReplicaHealth, ReplicaState } from '../../core/fleet/types.ts';
 import { singlePool } from '../helpers/core.ts';
 
@@ -133,4 +134,23 @@ test('a change log names what changed since a count, and says when it no longer 
   for (const id of ['c', 'd']) log.record(id);
   assert.equal(log.since(start), undefined, 'five changes do not fit a ring of four');
   assert.deepEqual(log.since(log.count - 4), ['b', 'a', 'c', 'd']);
+});
+
+test('with the router\'s live fleet, a request in flight moves a candidate\'s load without remaking the list', async () => {
+  const pool = singlePool({ strategies: ['power-of-two'], replicas: 3 }).pools[0];
+  const live = new LiveFleet({ replicas: pool.replicas.map((r) => ({ id: r.id, url: r.url, engine: r.engine })) });
+  try {
+    const first = buildCandidates(pool, live, 0, MAX_STALENESS_MS);
+    const end = live.acquire('r1');
+    const second = buildCandidates(pool, live, 1, MAX_STALENESS_MS);
+    assert.equal(second.candidates, first.candidates, 'the same shared list');
+    assert.equal(second.candidates[1].signals.inFlight, 1, 'r1 was looked at again: the feed named it');
+    end();
+    live.setDraining('r2', true);
+    const third = buildCandidates(pool, live, 2, MAX_STALENESS_MS);
+    assert.deepEqual(third.candidates.map((c) => [c.id, c.signals.inFlight]), [['r0', 0], ['r1', 0]]);
+    assert.deepEqual(third.excluded, [{ name: 'r2', note: 'draining' }]);
+  } finally {
+    await live.stop();
+  }
 });
