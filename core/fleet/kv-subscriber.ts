@@ -4,11 +4,12 @@
 // closes those that left. ZeroMQ reconnects by itself; a message that is not
 // a KV event batch is counted and skipped, and messages over the size bound
 // never reach us (ZMQ_MAXMSGSIZE drops the connection, which reconnects).
-import { Subscriber } from 'zeromq';
+import type { Subscriber } from 'zeromq';
 import type { Logger } from '../../sdk/index.ts';
 import type { ReplicaSpec } from '../policy/snapshot.ts';
 import { decodeKvMessage } from './kv-events.ts';
 import type { KvIndex } from './kv-index.ts';
+import { loadZeroMq, type ZeroMq } from './zeromq.ts';
 
 export interface KvEventSource {
   readonly replica: string;
@@ -29,8 +30,9 @@ class Subscription {
     readonly source: KvEventSource,
     index: KvIndex,
     log: Logger,
+    zmq: ZeroMq,
   ) {
-    this.socket = new Subscriber({ maxMessageSize: MAX_MESSAGE_BYTES, receiveHighWaterMark: 100_000, linger: 0 });
+    this.socket = new zmq.Subscriber({ maxMessageSize: MAX_MESSAGE_BYTES, receiveHighWaterMark: 100_000, linger: 0 });
     this.connected = new Promise((resolve) => this.socket.events.on('connect', () => resolve()));
     this.socket.connect(source.endpoint);
     this.socket.subscribe(source.topic ?? '');
@@ -63,16 +65,45 @@ class Subscription {
   }
 }
 
+/**
+ * The subscriptions of a policy's replicas with `kv_events`. ZeroMQ is loaded
+ * the first time a replica needs it (an optional dependency, zeromq.ts);
+ * without it, the feed says once per policy what to install and the router
+ * routes on without precise prefix information.
+ */
 export class KvEventFeed {
   private readonly subscriptions = new Map<string, Subscription>();
+  private zmq: ZeroMq | undefined;
+  private loading: Promise<void> | undefined;
+  private wanted: readonly KvEventSource[] = [];
+  private closed = false;
 
   constructor(
     private readonly index: KvIndex,
     private readonly log: Logger,
+    private readonly load: () => Promise<ZeroMq> = loadZeroMq,
   ) {}
 
   /** Subscribes to every source given and drops the rest (and their blocks). */
   sync(sources: readonly KvEventSource[]): void {
+    this.wanted = sources;
+    if (this.zmq || sources.length === 0) {
+      this.apply(sources);
+      return;
+    }
+    this.loading ??= this.load().then(
+      (zmq) => {
+        this.zmq = zmq;
+        if (!this.closed) this.apply(this.wanted);
+      },
+      (error: Error) => {
+        this.loading = undefined; // the next policy tries again
+        this.log.warn('kv events: not subscribing', { replicas: this.wanted.map((s) => s.replica), error: error.message });
+      },
+    );
+  }
+
+  private apply(sources: readonly KvEventSource[]): void {
     const wanted = new Map(sources.map((s) => [s.replica, s]));
     for (const [replica, subscription] of this.subscriptions) {
       const source = wanted.get(replica);
@@ -81,11 +112,13 @@ export class KvEventFeed {
       this.subscriptions.delete(replica);
       this.index.forget(replica);
     }
+    const zmq = this.zmq;
+    if (!zmq) return;
     for (const source of sources) {
       if (this.subscriptions.has(source.replica)) continue;
       try {
         this.index.track(source.replica);
-        this.subscriptions.set(source.replica, new Subscription(source, this.index, this.log));
+        this.subscriptions.set(source.replica, new Subscription(source, this.index, this.log, zmq));
       } catch (error) {
         // A malformed endpoint: the replica is routed without precise prefix information.
         this.index.forget(source.replica);
@@ -96,6 +129,7 @@ export class KvEventFeed {
 
   /** Resolves once the replica's subscription is connected; false when there is none. */
   async connected(replica: string): Promise<boolean> {
+    await this.loading;
     const subscription = this.subscriptions.get(replica);
     if (!subscription) return false;
     await subscription.connected;
@@ -103,6 +137,7 @@ export class KvEventFeed {
   }
 
   close(): void {
+    this.closed = true;
     for (const subscription of this.subscriptions.values()) subscription.close();
     this.subscriptions.clear();
   }

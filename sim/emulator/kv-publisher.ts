@@ -9,7 +9,8 @@
 // batch. The first batch clears: a subscriber that was listening to an
 // earlier run of this engine drops what it knew.
 import { Packr } from 'msgpackr';
-import { Publisher } from 'zeromq';
+import type { Publisher } from 'zeromq';
+import { loadZeroMq } from '../../core/fleet/zeromq.ts';
 import type { KvBlockEvent } from '../engine/kv-events.ts';
 
 const packr = new Packr({ useRecords: false });
@@ -32,6 +33,7 @@ export class KvEventPublisher {
 
   /** Binds a PUB socket (tcp://127.0.0.1:5557; port * picks a free one, see `endpoint`). */
   static async bind(endpoint: string, topic: string, blockSize: number): Promise<KvEventPublisher> {
+    const { Publisher } = await loadZeroMq();
     const socket = new Publisher({ linger: 0, sendHighWaterMark: 100_000 });
     await socket.bind(endpoint);
     const publisher = new KvEventPublisher(socket, topic, blockSize);

@@ -82,4 +82,28 @@ describe('KV event feed over ZeroMQ', () => {
     assert.deepEqual(index.tracked(), []);
     assert.equal(await feed.connected('p'), false);
   });
+
+  it('without ZeroMQ installed (an optional dependency), says what to install, subscribes to nothing and tries again on the next policy', async () => {
+    const index = new KvIndex({ now: Date.now });
+    const warnings: { message: string; fields?: Record<string, unknown> }[] = [];
+    let loads = 0;
+    const missing = () => {
+      loads++;
+      return Promise.reject(new Error('KV events need the optional package zeromq, which did not load (Cannot find package). Install it (npm install zeromq), or reinstall without --omit=optional.'));
+    };
+    const feed = new KvEventFeed(index, { info() {}, warn: (message, fields) => warnings.push({ message, fields }) }, missing);
+    feed.sync([]);
+    assert.equal(loads, 0, 'a policy without kv_events never loads it');
+    feed.sync([{ replica: 'a', endpoint: 'tcp://127.0.0.1:1' }]);
+    assert.equal(await feed.connected('a'), false);
+    assert.deepEqual(index.tracked(), []);
+    assert.equal(warnings.length, 1);
+    assert.equal(warnings[0].message, 'kv events: not subscribing');
+    assert.deepEqual(warnings[0].fields?.replicas, ['a']);
+    assert.match(String(warnings[0].fields?.error), /npm install zeromq/);
+    feed.sync([{ replica: 'a', endpoint: 'tcp://127.0.0.1:1' }]);
+    await feed.connected('a');
+    assert.equal(loads, 2);
+    feed.close();
+  });
 });

@@ -49,9 +49,9 @@ pools:
   const feed = new KvEventFeed(index, { info() {}, warn() {} });
   closers.push(() => feed.close());
   feed.sync(kvEventSources(snapshot.replicas.values()));
-  assert.deepEqual(index.tracked().sort(), ['r0', 'r1']);
   assert.equal(await feed.connected('r0'), true);
   assert.equal(await feed.connected('r1'), true);
+  assert.deepEqual(index.tracked().sort(), ['r0', 'r1']);
   await new Promise((resolve) => setTimeout(resolve, 200));
 
   const system = { role: 'system' as const, content: 'You answer questions about freight routing, briefly. '.repeat(6) };
