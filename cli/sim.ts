@@ -25,7 +25,7 @@ const HELP = `Usage: switchyard sim [--policies DIR] --workload FILE [--seed N] 
   --staleness-ms N        extra age of every scrape when it reaches the router (default 0)
   --routers N             router instances sharing the fleet, each with its own in-flight counts (default 1)
   --default-profile NAME  simulate replicas with http(s) urls as this engine profile
-  --exclude-saturated     exclude saturated replicas instead of deprioritizing them (section 8's mistake)
+  --exclude-saturated     exclude saturated replicas instead of deprioritizing them (the mistake docs/policies.md warns of)
   --json                  print the whole result as JSON instead of the table`;
 
 export async function runSim(argv: string[]): Promise<number> {

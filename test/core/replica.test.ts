@@ -142,7 +142,7 @@ test('prefix affinity releases a replica past the threshold', () => {
   assert.match(JSON.stringify(d.trace.replica), /past the release threshold/);
 });
 
-test('LoRA affinity: loaded replicas first, then room for another adapter (section 7)', () => {
+test('LoRA affinity: loaded replicas first, then room for another adapter', () => {
   const policy = singlePool({ strategies: ['lora-affinity', 'round-robin'], replicas: 4, replicaFields: 'max_loras: 2', tenants: 'kind: tenants\nanonymous: t\ntenants:\n  - { id: t, tier: free, adapters: [{ name: a1, model: m }, { name: a2, model: m }] }\n' });
   const fleet = new ManualFleet()
     .set('r0', { kvUsage: 0.6, loadedAdapters: ['a1', 'x'] })
