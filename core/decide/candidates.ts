@@ -14,8 +14,6 @@ export interface CandidateSet {
   readonly excluded: readonly TraceAlternative[];
   /** How many of the candidates are saturated. */
   readonly saturated: number;
-  /** The candidates by id, when the set keeps an index (the kept set does). */
-  readonly byId?: ReadonlyMap<string, Candidate>;
 }
 
 type MutableSignals = { -readonly [K in keyof LoadSignals]: LoadSignals[K] };
@@ -165,7 +163,7 @@ export class CandidateCache {
   private saturatedCandidates = 0;
   private saturatedEjected = 0;
   private panicking = false;
-  private listed: { candidates: readonly Candidate[]; excluded: readonly TraceAlternative[]; byId: ReadonlyMap<string, Candidate> } | undefined;
+  private listed: { candidates: readonly Candidate[]; excluded: readonly TraceAlternative[] } | undefined;
 
   constructor(replicas: readonly ReplicaSpec[]) {
     this.entries = replicas.map((spec) => new ReplicaEntry(spec, this.clock));
@@ -193,8 +191,8 @@ export class CandidateCache {
     }
     const panicking = panics(pool, this.candidateCount, this.ejectedCount, this.failingCount);
     if (relist || panicking !== this.panicking) this.list(panicking);
-    const { candidates, excluded, byId } = this.listed!;
-    return { candidates, excluded, byId, saturated: this.saturatedCandidates + (panicking ? this.saturatedEjected : 0) };
+    const { candidates, excluded } = this.listed!;
+    return { candidates, excluded, saturated: this.saturatedCandidates + (panicking ? this.saturatedEjected : 0) };
   }
 
   /** Brings an entry up to date; true when the lists must be made again. */
@@ -240,10 +238,8 @@ export class CandidateCache {
       else excluded.push(entry.note!);
     }
     this.panicking = panicking;
-    const byId = new Map<string, Candidate>();
-    for (const c of candidates) byId.set(c.id, c);
-    // Frozen: strategies share the list (and may key caches by it), so none may reorder it.
-    this.listed = { candidates: Object.freeze(candidates), excluded: Object.freeze(excluded), byId };
+    // Frozen: strategies share the list (and may key caches by it, as the SDK's candidatePositions does), so none may reorder it.
+    this.listed = { candidates: Object.freeze(candidates), excluded: Object.freeze(excluded) };
   }
 }
 

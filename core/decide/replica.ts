@@ -6,7 +6,7 @@
 // quarantined, is skipped the same way. When every strategy passes, least
 // load. Pure: pick times are measured on the injected clock and left, with
 // faults, for commit() to count and report.
-import { isPass, leastLoaded, type Candidate, type RoutedRequest } from '../../sdk/index.ts';
+import { candidatePositions, isPass, leastLoaded, type Candidate, type RoutedRequest } from '../../sdk/index.ts';
 import { CageSkip } from '../plugins/cage/skip.ts';
 import { cleanReason } from './reason.ts';
 import type { Pool } from '../policy/snapshot.ts';
@@ -33,14 +33,13 @@ const UNTIMED: ChainRun = Object.freeze({ budgetMs: Infinity, pickMs: Object.fre
 export function chooseReplica(
   request: RoutedRequest,
   pool: Pool,
-  { candidates, excluded, saturated, byId }: CandidateSet,
+  { candidates, excluded, saturated }: CandidateSet,
   budgetMs: number,
   clock: () => number,
 ): ReplicaChoice {
   // Usually nothing is saturated: then the candidates themselves (the kept, shared list), not a filtered copy.
   const unsaturated = saturated > 0 ? candidates.filter((c) => !c.saturated) : candidates;
   const preferred = unsaturated.length > 0 ? unsaturated : candidates;
-  const ofPreferred = preferred === candidates ? byId : undefined;
   const notes: TraceAlternative[] = excluded.map((e) => ({ ...e, note: `excluded: ${e.note}` }));
   if (unsaturated.length > 0 && unsaturated.length < candidates.length) {
     for (const c of candidates) if (c.saturated) notes.push({ name: c.id, note: `deprioritized: saturated (kv ${c.signals.kvUsage.toFixed(2)}, queue ${c.signals.queueDepth})` });
@@ -88,7 +87,9 @@ export function chooseReplica(
       notes.push({ name: slot.name, note: `passed: ${result?.reason ?? 'no answer'}` });
       continue;
     }
-    const chosen = typeof result.replica !== 'string' ? undefined : ofPreferred ? ofPreferred.get(result.replica) : preferred.find((c) => c.id === result.replica);
+    // The shared list's index is kept with it (a large pool is not walked); a filtered list is indexed afresh.
+    const at = typeof result.replica === 'string' ? candidatePositions(preferred).get(result.replica) : undefined;
+    const chosen = at === undefined ? undefined : preferred[at];
     if (!chosen) {
       (incidents === NO_INCIDENTS ? (incidents = []) : incidents).push({ strategy: slot.name, fault: 'bad_answer', detail: `answered ${cleanReason(JSON.stringify(result.replica) ?? 'undefined')}, not one of its candidates` });
       notes.push({ name: slot.name, note: 'skipped: answered a replica it was not given' });
