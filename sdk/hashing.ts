@@ -7,27 +7,27 @@ export function hashString(text: string, seed = 0): number {
   return hashRange(text, 0, text.length, seed);
 }
 
+/** MurmurHash3's scrambling of one 32-bit block. */
+function scramble(k: number): number {
+  k = Math.imul(k, 0xcc9e2d51);
+  k = (k << 15) | (k >>> 17);
+  return Math.imul(k, 0x1b873593);
+}
+
+/** MurmurHash3's step for one whole 32-bit block. */
+function step(h: number, k: number): number {
+  h ^= scramble(k);
+  h = (h << 13) | (h >>> 19);
+  return (Math.imul(h, 5) + 0xe6546b64) | 0;
+}
+
 /** hashString of text.slice(start, end), without making the slice. */
 export function hashRange(text: string, start: number, end: number, seed = 0): number {
   let h = seed >>> 0;
   let i = start;
   // Two UTF-16 code units make one 32-bit block.
-  for (; i + 1 < end; i += 2) {
-    let k = (text.charCodeAt(i) & 0xffff) | ((text.charCodeAt(i + 1) & 0xffff) << 16);
-    k = Math.imul(k, 0xcc9e2d51);
-    k = (k << 15) | (k >>> 17);
-    k = Math.imul(k, 0x1b873593);
-    h ^= k;
-    h = (h << 13) | (h >>> 19);
-    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  }
-  if (i < end) {
-    let k = text.charCodeAt(i) & 0xffff;
-    k = Math.imul(k, 0xcc9e2d51);
-    k = (k << 15) | (k >>> 17);
-    k = Math.imul(k, 0x1b873593);
-    h ^= k;
-  }
+  for (; i + 1 < end; i += 2) h = step(h, (text.charCodeAt(i) & 0xffff) | ((text.charCodeAt(i + 1) & 0xffff) << 16));
+  if (i < end) h ^= scramble(text.charCodeAt(i) & 0xffff);
   h ^= end - start;
   return finalize(h);
 }
@@ -39,14 +39,7 @@ export function hashRange(text: string, start: number, end: number, seed = 0): n
  */
 export function hashWords(words: Int32Array, start: number, end: number, seed = 0): number {
   let h = seed >>> 0;
-  for (let i = start; i < end; i++) {
-    let k = Math.imul(words[i], 0xcc9e2d51);
-    k = (k << 15) | (k >>> 17);
-    k = Math.imul(k, 0x1b873593);
-    h ^= k;
-    h = (h << 13) | (h >>> 19);
-    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  }
+  for (let i = start; i < end; i++) h = step(h, words[i]);
   h ^= 2 * (end - start);
   return finalize(h);
 }
