@@ -8,9 +8,11 @@ import { errorBody, rejection, type Rejection } from '../errors.ts';
 import { JSON_TOO_COMPLEX, UNSUPPORTED_ENCODING } from './json-body.ts';
 import { rejectionHeaders } from './rejections.ts';
 
-export function toRejection(error: FastifyError): Rejection {
+/** `bodyLimit`: the route's limit in bytes, named in the 413 so a client knows how far to cut. */
+export function toRejection(error: FastifyError, bodyLimit?: number): Rejection {
   if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-    return rejection('payload_too_large', 'The request body is larger than this router accepts.');
+    const limit = bodyLimit ? ` (${bodyLimit} bytes, settings body_limit_bytes)` : '';
+    return rejection('payload_too_large', `The request body is larger than this router accepts${limit}. Send a shorter prompt, or fewer or smaller images.`);
   }
   if (error.code === JSON_TOO_COMPLEX) return rejection('invalid_request', error.message);
   if (error.code === UNSUPPORTED_ENCODING) return rejection('unsupported_media_type', error.message);
@@ -33,7 +35,7 @@ export function toRejection(error: FastifyError): Rejection {
 }
 
 export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
-  const r = toRejection(error);
+  const r = toRejection(error, request.routeOptions?.bodyLimit);
   if (r.status >= 500) request.log.error({ err: error }, 'unhandled error');
   reply.code(r.status).headers(rejectionHeaders(r, request.id)).send(errorBody(r));
 }

@@ -151,7 +151,8 @@ test('rejections: 400, 413, 429, 404 and 403 in OpenAI shape with the right head
     await expectError(await post('{"model": "tiny", "messages": ['), 400, 'invalid_request');
     const wrongType = await expectError(await post(JSON.stringify({ model: 'tiny', messages: 'hello' })), 400, 'invalid_request');
     assert.equal(wrongType.error.param, 'messages');
-    await expectError(await post(JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'x'.repeat(10_000) }] })), 413, 'payload_too_large');
+    const tooLarge = await expectError(await post(JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'x'.repeat(10_000) }] })), 413, 'payload_too_large');
+    assert.match(tooLarge.error.message, /\(4096 bytes, settings body_limit_bytes\)\. Send a shorter prompt/, 'the 413 names the limit and what to do');
     await expectError(await post(JSON.stringify({ model: 'nope', messages: [{ role: 'user', content: 'x' }] })), 404, 'model_not_found');
     await expectError(await post(JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'x' }] }), { authorization: 'Bearer sk-wrong' }), 401, 'invalid_api_key');
     assert.equal((await post(JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 }))).status, 200);
