@@ -60,8 +60,8 @@ export function frameworkErrors(error: FastifyError, request: FastifyRequest, re
 export function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
   let r: Rejection;
-  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') r = rejection('request_timeout', 'The request was not received in time.');
-  else if (error.code === 'HPE_HEADER_OVERFLOW') r = rejection('headers_too_large', 'The request headers are larger than this router accepts.');
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') r = rejection('request_timeout', 'The request was not received in time. Send the whole request without pausing, or check the connection.');
+  else if (error.code === 'HPE_HEADER_OVERFLOW') r = rejection('headers_too_large', 'The request headers are larger than this router accepts (max_header_bytes). Send fewer or shorter headers.');
   else r = rejection('invalid_request', `The request is not valid HTTP (${clientErrorReason(error.code)}).`);
   if (socket.writable && !(socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent) {
     const body = JSON.stringify(errorBody(r));
