@@ -17,6 +17,13 @@ export interface RequestFacts {
   /** The rendered prompt: source of prefix hashes. */
   readonly promptText: string;
   readonly promptTokens: number;
+  /** How promptTokens was obtained: counted by the model's tokenizer, by a replica (`tokenizer: engine`), or estimated (docs/tokens.md). */
+  readonly promptTokensSource: PromptTokensSource;
+  /**
+   * The exact token ids the engine will see for this prompt (chat template
+   * applied, BOS as the engine adds it); present only when a tokenizer counted them.
+   */
+  readonly promptTokenIds?: Uint32Array;
   /** As the client asked; undefined when it didn't say. */
   readonly maxTokens?: number;
   readonly messageCount: number;
@@ -30,6 +37,8 @@ export interface RequestFacts {
   readonly apiKeyHash?: string;
   readonly stream: boolean;
 }
+
+export type PromptTokensSource = 'tokenizer' | 'engine' | 'estimate';
 
 export interface RequestInput {
   readonly requestId: string;
@@ -138,6 +147,8 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
     requestedModel: body.model as string,
     promptText,
     promptTokens: input.promptTokens ?? estimator.estimate(promptText) + extraTokens,
+    // A count the sender supplies (the simulator's workload) is the engine's own.
+    promptTokensSource: input.promptTokens !== undefined ? 'engine' : 'estimate',
     maxTokens,
     messageCount,
     hasCode: looksLikeCode(contents),
