@@ -3,6 +3,13 @@
 // request ids, whose values grow without end.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
+/** Every per-pool series is labelled with the pool's key (`model@version/name`): a pool's name alone is shared by the pools of several models. */
+export const poolLabel = (model: string, version: string, pool: string): string => `${model}@${version}/${pool}`;
+
+const RELOAD_RESULTS = ['live', 'unchanged', 'refused'] as const;
+const RETRY_CAUSES = ['connect', 'status_5xx', 'timeout', 'protocol'] as const;
+const RETRY_REFUSALS = ['attempts', 'budget', 'no_replica'] as const;
+
 export class RouterMetrics {
   readonly registry = new Registry();
 
@@ -81,8 +88,13 @@ export class RouterMetrics {
   });
   readonly policyReloads = new Counter({
     name: 'switchyard_policy_reloads_total',
-    help: 'Policy reloads by result (live, unchanged, refused).',
+    help: 'Policy loads and reloads by result (live, unchanged, refused); the initial load counts as one.',
     labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+  readonly policyDiskLive = new Gauge({
+    name: 'switchyard_policy_disk_matches_live',
+    help: '1 while the policy files on disk are what is live; 0 while they hold a change that was refused (the last good policy keeps running).',
     registers: [this.registry],
   });
   /** Registered on the first control-plane report: a router without a control plane exports no series to alert on. */
@@ -122,6 +134,21 @@ export class RouterMetrics {
   setControlPlaneUp(up: boolean): void {
     if (!this.registry.getSingleMetric('switchyard_control_plane_up')) this.registry.registerMetric(this.controlPlaneUp);
     this.controlPlaneUp.set(up ? 1 : 0);
+  }
+
+  /**
+   * Counters start at 0 for every value an alert or panel looks at, so
+   * that `increase()` sees the first event (a series born at 1 has no rise).
+   * `reloads`: the counts so far (the initial load included).
+   */
+  seedReloads(reloads: Partial<Record<(typeof RELOAD_RESULTS)[number], number>> = {}): void {
+    for (const result of RELOAD_RESULTS) this.policyReloads.inc({ result }, reloads[result] ?? 0);
+  }
+
+  /** Zero series for a pool's retries and refused retries (see seedReloads). */
+  seedPool(pool: string): void {
+    for (const cause of RETRY_CAUSES) this.retries.inc({ pool, cause }, 0);
+    for (const reason of RETRY_REFUSALS) this.retriesRefused.inc({ pool, reason }, 0);
   }
 
   private replicaGauge(name: string, help: string) {

@@ -14,7 +14,7 @@ import type { OutlierScope } from '../fleet/live-fleet.ts';
 import type { UpstreamOutcome } from '../fleet/outlier.ts';
 import type { FleetView } from '../fleet/types.ts';
 import type { DecisionLog } from '../observe/decision-log.ts';
-import type { RouterMetrics } from '../observe/metrics.ts';
+import { poolLabel, type RouterMetrics } from '../observe/metrics.ts';
 import { RequestTrace, type UpstreamAttemptTrace } from '../observe/tracing.ts';
 import type { Tracer } from '@opentelemetry/api';
 import type { Pool, ReplicaSpec, Snapshot } from '../policy/snapshot.ts';
@@ -134,7 +134,7 @@ async function route(
       const pool = decision.poolRef;
       const refused = attempts > pool.retries.maxRetries ? 'attempts' : deps.retryBudget.tryRetry(budgetKey, pool.retries, retrying) ? undefined : 'budget';
       if (refused) {
-        metrics.retriesRefused.inc({ pool: pool.name, reason: refused });
+        metrics.retriesRefused.inc({ pool: pool.key, reason: refused });
         break;
       }
       retrying = true;
@@ -145,13 +145,13 @@ async function route(
       deps.decisions.add(retry);
       if (!retry.admitted) {
         // Nowhere left to go: every other replica is out or failed this request.
-        metrics.retriesRefused.inc({ pool: pool.name, reason: 'no_replica' });
+        metrics.retriesRefused.inc({ pool: pool.key, reason: 'no_replica' });
         const none = rejection('no_healthy_replica', `No other replica of pool ${decision.pool} could take the request after ${failureText(result)}. Retry after 2 s.`, { retryAfterS: 2 });
         reject(deps, request, res, { ...retry, rejection: none, status: none.status, reason: none.message });
         traced?.end(none.status, 'upstream_error');
         return;
       }
-      metrics.retries.inc({ pool: pool.name, cause: result.cause });
+      metrics.retries.inc({ pool: pool.key, cause: result.cause });
       decision = retry;
     }
   } finally {
@@ -159,7 +159,7 @@ async function route(
   }
 
   const outcome = outcomeOf(result);
-  metrics.requests.inc({ model: decision.model, pool: decision.pool, outcome });
+  metrics.requests.inc({ model: decision.model, pool: decision.poolRef.key, outcome });
   if (result.kind === 'retryable') writeRejection(res, failureRejection(result), request.id);
   traced?.end(result.kind === 'done' ? result.status : result.kind === 'retryable' ? failureRejection(result).status : 499, outcome);
   complete(decision, outcome === 'ok', hooks);
@@ -197,7 +197,7 @@ async function send(
   const pool = decision.poolRef;
   const replica = replicaOf(snapshot, pool, decision.replica);
   const releaseInFlight = deps.fleet.acquire(replica.id);
-  deps.metrics.decisions.inc({ pool: pool.name, replica: replica.id, strategy: decision.strategy });
+  deps.metrics.decisions.inc({ pool: pool.key, replica: replica.id, strategy: decision.strategy });
   const started = performance.now();
   const headers = ['x-request-id', request.id, 'x-switchyard-model', `${decision.model}@${decision.version}`];
   // Where it went and why are opt-in (settings or tenant decision_headers: full): replica ids and plugin reasons stay in.
@@ -234,8 +234,8 @@ async function send(
     });
     if (traced) traced.end(result.kind === 'done' ? result.status : 'status' in result ? (result.status as number) : undefined, result.kind === 'done' ? undefined : result.kind === 'retryable' || result.kind === 'broken' ? result.cause : result.kind, decision.upstreamModel);
     if (result.kind === 'done' || result.kind === 'broken') {
-      deps.metrics.ttfbSeconds.observe({ pool: pool.name }, result.ttfbMs / 1000);
-      deps.metrics.upstreamSeconds.observe({ pool: pool.name }, (performance.now() - started) / 1000);
+      deps.metrics.ttfbSeconds.observe({ pool: pool.key }, result.ttfbMs / 1000);
+      deps.metrics.upstreamSeconds.observe({ pool: pool.key }, (performance.now() - started) / 1000);
     }
     if (result.kind === 'done') deps.fleet.recordUpstream(replica.id, 'success', pool);
     else if (result.kind !== 'aborted') {
@@ -251,7 +251,7 @@ async function send(
 function reject(deps: ProxyDeps, request: FastifyRequest, res: FastifyReply['raw'], decision: Rejected): void {
   const r = decision.rejection;
   deps.metrics.rejections.inc({ reason: r.code });
-  deps.metrics.requests.inc({ model: decision.model ?? 'unknown', pool: decision.pool ?? 'none', outcome: 'rejected' });
+  deps.metrics.requests.inc({ model: decision.model ?? 'unknown', pool: decision.pool && decision.model && decision.version ? poolLabel(decision.model, decision.version, decision.pool) : 'none', outcome: 'rejected' });
   writeRejection(res, r, request.id);
   request.log.info({ status: r.status, reject: r.code, model: decision.model, pool: decision.pool }, 'rejected');
 }

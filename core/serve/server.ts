@@ -118,6 +118,9 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   });
   fleet.start();
   metrics.policyGeneration.set(initial.generation);
+  // The initial load is a load: count it, and start every result at 0.
+  metrics.seedReloads((options.policy.status?.() as { reloads?: Record<string, number> } | undefined)?.reloads ?? { live: 1 });
+  for (const pool of initial.pools) metrics.seedPool(pool.key);
 
   const limits: ClientLimits = { ...initial.settings, ...options.limits };
   // node refuses a head timeout longer than the whole-request one.
@@ -205,7 +208,9 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     setDraining: (id, draining) => fleet.setDraining(id, draining),
     metrics: async () => {
       refreshReplicaGauges(metrics, options.policy.current(), fleet);
-      refreshPluginGauges(metrics, options.policy.status?.());
+      const status = options.policy.status?.();
+      refreshPluginGauges(metrics, status);
+      metrics.policyDiskLive.set((status?.disk as { matchesLive?: boolean } | undefined)?.matchesLive === false ? 0 : 1);
       return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
     },
     ready: () => !closing,
@@ -235,6 +240,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
       fleet.update(targets(snapshot));
       upstreams.retain(new Set([...snapshot.replicas.values()].map((r) => replicas.urlOf(r))));
       metrics.policyGeneration.set(snapshot.generation);
+      for (const pool of snapshot.pools) metrics.seedPool(pool.key);
     })().catch((error) => app.log.error({ err: error }, 'applying the new policy to the fleet failed'));
   });
 

@@ -94,7 +94,7 @@ for (const c of CASES) {
       if (bad) {
         assert.ok(retried >= 1, 'the faulty replica met a request, which was retried');
         const metrics = await (await fetch(`${fleet.t.url}/metrics`)).text();
-        assert.match(metrics, new RegExp(`switchyard_retries_total\\{pool="general",cause="${c.cause}"\\} [1-9]`));
+        assert.match(metrics, new RegExp(`switchyard_retries_total\\{pool="tiny@v1/general",cause="${c.cause}"\\} [1-9]`));
       }
 
       await until(isOut, 5000, `bad to be out (${c.out.join(' or ')})`);

@@ -30,7 +30,7 @@ test('at most max_retries retries (default 2), each on a replica not tried yet; 
     const reached = fleet.reached(id);
     assert.equal(reached.length, 3, `three attempts: ${reached}`);
     for (const name of reached) assert.equal(fleet.engine(name).hits(id), 1, `${name} tried once`);
-    assert.match(await metricsOf(fleet), /switchyard_retries_refused_total\{pool="general",reason="attempts"\} 1/);
+    assert.match(await metricsOf(fleet), /switchyard_retries_refused_total\{pool="tiny@v1\/general",reason="attempts"\} 1/);
   } finally {
     await fleet.close();
   }
@@ -70,7 +70,7 @@ test('the retry budget: with none to spend, a failed request is not retried', as
       await response.arrayBuffer().catch(() => undefined);
     }
     assert.ok(refused >= 1);
-    assert.match(await metricsOf(fleet), new RegExp(`switchyard_retries_refused_total\\{pool="general",reason="budget"\\} ${refused}`));
+    assert.match(await metricsOf(fleet), new RegExp(`switchyard_retries_refused_total\\{pool="tiny@v1/general",reason="budget"\\} ${refused}`));
   } finally {
     await fleet.close();
   }

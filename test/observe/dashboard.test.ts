@@ -41,7 +41,7 @@ function writePolicy(dir: string, droppingUrl: string, revision: number, rulesBr
   mkdirSync(join(dir, 'plugins'), { recursive: true });
   writeFileSync(join(dir, 'plugins', 'thrower.mjs'), "export default { name: 'thrower', version: '1.0.0', sdk: '^1', create: () => ({ pick() { throw new Error('always'); } }) };\n");
   writeFileSync(join(dir, 'settings.yaml'), `kind: settings\nplugin_dirs: [plugins]\nscrape_interval_ms: 200\nhealth_interval_ms: 200\ndefault_max_tokens: ${64 + revision}\n`);
-  writeFileSync(join(dir, 'models.yaml'), 'kind: models\nmodels:\n  - id: tiny\n    versions: [{ version: v1 }]\n');
+  writeFileSync(join(dir, 'models.yaml'), 'kind: models\nmodels:\n  - id: tiny\n    versions: [{ version: v1 }]\n  - id: small\n    versions: [{ version: v2.0.0 }]\n');
   writeFileSync(
     join(dir, 'tenants.yaml'),
     `kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free, api_key_sha256: [${sha256(OPEN_KEY)}] }\n  - { id: tight, tier: free, api_key_sha256: [${sha256(QUOTA_KEY)}], quotas: { requests_per_minute: 2 } }\n`,
@@ -50,7 +50,9 @@ function writePolicy(dir: string, droppingUrl: string, revision: number, rulesBr
     join(dir, 'pools.yaml'),
     'kind: pools\npools:\n  - name: general\n    model: tiny\n    version: v1\n    limits: { max_model_len: 1024 }\n    strategies: [thrower, round-robin]\n    replicas:\n' +
       '      - { id: r0, url: "emulate://tiny" }\n      - { id: r1, url: "emulate://tiny" }\n' +
-      `      - { id: dropper, url: "${droppingUrl}" }\n`,
+      `      - { id: dropper, url: "${droppingUrl}" }\n` +
+      // Another model's pool of the same name: picking one pool must not show both.
+      '  - name: general\n    model: small\n    version: v2.0.0\n    limits: { max_model_len: 1024 }\n    strategies: [round-robin]\n    replicas:\n      - { id: s0, url: "emulate://tiny" }\n',
   );
   if (rulesBroken) writeFileSync(join(dir, 'rules.yaml'), 'kind: rules\npool_rules: [ {');
   else rmSync(join(dir, 'rules.yaml'), { force: true });
@@ -66,10 +68,29 @@ async function query(prometheus: string, expr: string): Promise<PromResult> {
   return (await response.json()) as PromResult;
 }
 
-/** Grafana's variables as a dashboard user with "All" selected would send them. */
-const asPrometheusQuery = (expr: string) => expr.replaceAll('$__rate_interval', '1m').replaceAll('$pool', '.*');
+async function labelValues(prometheus: string, label: string, metric: string): Promise<string[]> {
+  const response = await fetch(`${prometheus}/api/v1/label/${label}/values?match[]=${encodeURIComponent(metric)}`);
+  return ((await response.json()) as { data: string[] }).data;
+}
 
-test('every panel of the Grafana dashboard returns data from a real Prometheus scraping a router under load', { timeout: 120_000 }, async (t) => {
+/** A variable's value as Grafana puts it into a regex matcher: "All" is its allValue, one value is regex-escaped. */
+const asMatcher = (value: string) => (value === '$__all' ? '.*' : value.replace(/[\\^$*+?.()|[\]{}]/g, '\\\\$&'));
+
+/** A panel's query as Grafana sends it for these variable values. */
+const asPrometheusQuery = (expr: string, variables: Record<string, string>) => {
+  let query = expr.replaceAll('$__rate_interval', '1m');
+  for (const [name, value] of Object.entries(variables)) query = query.replaceAll(`$${name}`, asMatcher(value));
+  return query;
+};
+
+/** label_values(METRIC{...}, LABEL) → [METRIC{...}, LABEL] */
+function parseLabelValues(definition: string): [string, string] {
+  const m = /^label_values\((.+), *(\w+)\)$/.exec(definition);
+  assert.ok(m, `variable query ${definition} is label_values(metric, label)`);
+  return [m[1], m[2]];
+}
+
+test('every panel of the Grafana dashboard returns data for every value of its variables, from a real Prometheus scraping a router under load', { timeout: 120_000 }, async (t) => {
   requirePrometheus();
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-dashboard-'));
   const children: Child[] = [];
@@ -109,8 +130,8 @@ test('every panel of the Grafana dashboard returns data from a real Prometheus s
   // retried), a tenant over its quota, and a strategy that always throws.
   const anonymous = new OpenAI({ baseURL: `${routerUrl}/v1`, apiKey: OPEN_KEY, maxRetries: 0, timeout: 20_000 });
   const tight = new OpenAI({ baseURL: `${routerUrl}/v1`, apiKey: QUOTA_KEY, maxRetries: 0, timeout: 20_000 });
-  const ask = (client: OpenAI) => client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 4 });
-  const answered = await Promise.allSettled(Array.from({ length: 24 }, () => ask(anonymous)));
+  const ask = (client: OpenAI, model = 'tiny') => client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hello' }], max_tokens: 4 });
+  const answered = await Promise.allSettled([...Array.from({ length: 24 }, () => ask(anonymous)), ...Array.from({ length: 6 }, () => ask(anonymous, 'small'))]);
   const failures = answered.flatMap((r) => (r.status === 'rejected' ? [String(r.reason)] : []));
   assert.ok(failures.length <= 4, `the router answers while one engine drops requests: ${failures.join('; ')}`);
   const limited = await Promise.allSettled(Array.from({ length: 6 }, () => ask(tight)));
@@ -118,22 +139,50 @@ test('every panel of the Grafana dashboard returns data from a real Prometheus s
 
   // Reloads: a refused one (broken rules) and a good one (the fix).
   writePolicy(policies, droppingUrl, 0, true);
-  await waitUntil('a refused reload', async () => ((await query(promUrl, 'switchyard_policy_reloads_total{result=~"error|refused"} > 0')).data.result.length > 0 ? true : undefined), 30_000, router);
+  await waitUntil('a refused reload', async () => ((await query(promUrl, 'switchyard_policy_reloads_total{result="refused"} > 0')).data.result.length > 0 ? true : undefined), 30_000, router);
   writePolicy(policies, droppingUrl, 1);
-  await waitUntil('a good reload', async () => ((await query(promUrl, 'switchyard_policy_reloads_total{result=~"ok|live"} > 0')).data.result.length > 0 ? true : undefined), 30_000, router);
-  await Promise.allSettled(Array.from({ length: 8 }, () => ask(anonymous)));
+  await waitUntil('a good reload', async () => ((await query(promUrl, 'switchyard_policy_reloads_total{result="live"} > 1')).data.result.length > 0 ? true : undefined), 30_000, router);
+  await Promise.allSettled([...Array.from({ length: 8 }, () => ask(anonymous)), ...Array.from({ length: 4 }, () => ask(anonymous, 'small'))]);
   // Two more scrapes, so that every rate has two samples after the traffic.
   await new Promise((resolve) => setTimeout(resolve, 2500));
 
-  const dashboard = JSON.parse(readFileSync(DASHBOARD, 'utf8')) as { panels: { title: string; targets: { expr: string }[] }[] };
+  const dashboard = JSON.parse(readFileSync(DASHBOARD, 'utf8')) as {
+    __inputs: { type: string; pluginId: string }[];
+    panels: { title: string; targets: { expr: string }[] }[];
+    templating: { list: { name: string; type: string; definition?: string }[] };
+  };
   assert.ok(dashboard.panels.length >= 15);
+  // Grafana's import dialog asks for a data source only when the file declares it as an input.
+  assert.ok(dashboard.__inputs.some((i) => i.type === 'datasource' && i.pluginId === 'prometheus'));
+
+  // Every value each query variable offers (as Grafana would list them), plus "All".
+  const variables = dashboard.templating.list.filter((v) => v.type === 'query');
+  assert.deepEqual(variables.map((v) => v.name).sort(), ['instance', 'pool']);
+  const choices: Record<string, string[]> = {};
+  for (const variable of variables) {
+    const [metric, label] = parseLabelValues(variable.definition!);
+    choices[variable.name] = await labelValues(promUrl, label, metric.replaceAll('$instance', '.*'));
+  }
+  assert.deepEqual(choices.pool.sort(), ['small@v2.0.0/general', 'tiny@v1/general'], 'the pool variable offers each pool once, by its key');
+  assert.equal(choices.instance.length, 1);
+  // The pools the request metrics are labelled with are the ones the variable offers.
+  const requestPools = await labelValues(promUrl, 'pool', 'switchyard_upstream_ttfb_seconds_bucket');
+  assert.deepEqual(requestPools.sort(), choices.pool);
+
   const empty: string[] = [];
-  for (const panel of dashboard.panels) {
-    for (const target of panel.targets) {
-      const result = await query(promUrl, asPrometheusQuery(target.expr));
-      assert.equal(result.status, 'success', `${panel.title}: ${target.expr}`);
-      const values = result.data.result.map((r) => Number(r.value[1])).filter((v) => !Number.isNaN(v));
-      if (values.length === 0) empty.push(`${panel.title}: ${target.expr}`);
+  for (const instance of ['$__all', ...choices.instance]) {
+    for (const pool of ['$__all', ...choices.pool]) {
+      for (const panel of dashboard.panels) {
+        for (const target of panel.targets) {
+          const expr = asPrometheusQuery(target.expr, { instance, pool });
+          const result = await query(promUrl, expr);
+          assert.equal(result.status, 'success', `${panel.title}: ${expr}`);
+          const values = result.data.result.map((r) => Number(r.value[1])).filter((v) => !Number.isNaN(v));
+          if (values.length === 0) empty.push(`${panel.title} (instance=${instance}, pool=${pool}): ${expr}`);
+          // A pool picked shows that pool only.
+          if (pool !== '$__all') for (const r of result.data.result) if (r.metric.pool !== undefined) assert.equal(r.metric.pool, pool, `${panel.title}: ${expr}`);
+        }
+      }
     }
   }
   assert.deepEqual(empty, [], 'panels whose query returned no data');

@@ -35,7 +35,7 @@ test('a replica killed before a request: the request is retried on another, noth
     const metrics = await (await fetch(`${t.url}/metrics`)).text();
     const retried = response.headers.get('x-switchyard-retried') === 'true';
     assert.ok(retried || t.router.fleet.replica('r0')?.health === 'failing');
-    if (retried) assert.match(metrics, /switchyard_retries_total\{pool="general",cause="connect"\} 1/);
+    if (retried) assert.match(metrics, /switchyard_retries_total\{pool="tiny@v1\/general",cause="connect"\} 1/);
     await until(() => t.router.fleet.replica('r0')?.health === 'failing', 3000, 'health checks to exclude r0');
     for (let i = 0; i < 5; i++) {
       const again = await t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 }, { headers: { 'x-conversation-id': conversation } }).withResponse();

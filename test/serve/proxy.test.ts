@@ -124,10 +124,10 @@ test('admin: recent decisions and router state, newest first', async () => {
 test('/metrics has requests, decisions, timings and replica signals, with bounded labels', async () => {
   const text = await (await fetch(`${t.url}/metrics`)).text();
   for (const name of [
-    'switchyard_requests_total{model="tiny",pool="general",outcome="ok"}',
-    'switchyard_replica_decisions_total{pool="general",replica="r0"',
+    'switchyard_requests_total{model="tiny",pool="tiny@v1/general",outcome="ok"}',
+    'switchyard_replica_decisions_total{pool="tiny@v1/general",replica="r0"',
     'switchyard_decision_duration_seconds_bucket',
-    'switchyard_upstream_ttfb_seconds_bucket{le="0.005",pool="general"}',
+    'switchyard_upstream_ttfb_seconds_bucket{le="0.005",pool="tiny@v1/general"}',
     'switchyard_replica_kv_usage{replica="r1",pool="tiny@v1/general"}',
     'switchyard_replica_signal_age_seconds',
     'switchyard_policy_generation 1',
