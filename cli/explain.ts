@@ -14,6 +14,7 @@ import { readFleetFile } from './fleet-file.ts';
 import { UsageError } from './usage.ts';
 import { formatProblem } from '../core/diagnostics/problem.ts';
 import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
+import { PROFILE_NAMES } from '../sim/engine/profiles.ts';
 
 const HELP = `Usage: switchyard explain [--policies DIR] --request FILE [--header 'Name: value']... [--fleet FILE] [--json] [--seed N]
 
@@ -44,7 +45,7 @@ export async function runExplain(argv: string[]): Promise<number> {
   }
   if (!values.request) throw new UsageError('--request FILE is required (an OpenAI request body)');
 
-  const loaded = await loadPolicy(values.policies!, { builtins: BUILTIN_STRATEGIES, seed: values.seed });
+  const loaded = await loadPolicy(values.policies!, { builtins: BUILTIN_STRATEGIES, seed: values.seed, emulatedProfiles: PROFILE_NAMES });
   if (!loaded.snapshot) {
     for (const problem of loaded.problems) console.error(formatProblem(problem));
     console.error(`explain: the policies in ${values.policies} are invalid; run 'switchyard validate ${values.policies}'`);

@@ -17,6 +17,7 @@ import { checkAdminOptions, DEFAULT_ADMIN_HOST, DEFAULT_ADMIN_PORT } from '../co
 import { startRouter } from '../core/serve/server.ts';
 import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
 import { EmbeddedFleet } from '../sim/emulator/embedded-fleet.ts';
+import { PROFILE_NAMES } from '../sim/engine/profiles.ts';
 import { parseArgsOptions, portSetting, positiveSetting, resolveSettings, settingsHelp, type Setting } from './settings.ts';
 import { startTracing, TRACING_EXPORTERS } from './tracing.ts';
 import { oneLine, UsageError } from './usage.ts';
@@ -106,6 +107,8 @@ export async function runServe(argv: string[]): Promise<number> {
       dir: values.policies!,
       builtins: BUILTIN_STRATEGIES,
       seed: Date.now(),
+      // A reload naming an engine profile the emulator lacks is refused, not half applied.
+      emulatedProfiles: PROFILE_NAMES,
       log: storeLog,
       kvIndex,
       controlPlane: values['control-plane']

@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { loadPolicy } from '../core/policy/load.ts';
 import { formatProblem } from '../core/diagnostics/problem.ts';
 import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
+import { PROFILE_NAMES } from '../sim/engine/profiles.ts';
 
 export async function runValidate(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({ args: argv, allowPositionals: true, options: { help: { type: 'boolean', short: 'h' } } });
@@ -12,7 +13,7 @@ export async function runValidate(argv: string[]): Promise<number> {
     return 0;
   }
   const dir = positionals[0] ?? 'policies';
-  const result = await loadPolicy(dir, { builtins: BUILTIN_STRATEGIES });
+  const result = await loadPolicy(dir, { builtins: BUILTIN_STRATEGIES, emulatedProfiles: PROFILE_NAMES });
   if (result.problems.length > 0) {
     for (const problem of result.problems) console.error(formatProblem(problem));
     console.error(`${result.problems.length} problem${result.problems.length === 1 ? '' : 's'} in ${dir}`);

@@ -31,12 +31,14 @@ export interface CompileOptions {
   readonly previous?: Snapshot;
   /** The engines' KV cache contents (KV events), for strategies' ctx.kvIndex. */
   readonly kvIndex?: KvIndexView;
+  /** The engine profiles an emulate:// replica may name: the CLI passes the emulator's, so that validate refuses what serve could not start. */
+  readonly emulatedProfiles?: readonly string[];
 }
 
 const silentLog: Logger = { info() {}, warn() {} };
 
 export function compilePolicy(checked: readonly CheckedSource[], options: CompileOptions): { snapshot?: Snapshot; problems: PolicyProblem[] } {
-  const ctx = new CompileContext(checked, options.registry);
+  const ctx = new CompileContext(checked, options.registry, options.emulatedProfiles);
   const settings = compileSettings(ctx);
   const models = compileModels(ctx);
   const rules = compileCascades(ctx, models); // before aliases, which name cascades

@@ -39,6 +39,8 @@ export type PolicyStoreOptions = StrategySource & {
   readonly now?: () => number;
   /** The engines' KV cache contents (fed by KV events), for strategies' ctx.kvIndex. */
   readonly kvIndex?: KvIndexView;
+  /** The engine profiles an emulate:// replica may name (see CompileOptions). */
+  readonly emulatedProfiles?: readonly string[];
   readonly log?: Logger;
   /** A replaced snapshot still held after this long is disposed anyway, with a warning. Default 15 min. */
   readonly drainTimeoutMs?: number;
@@ -350,6 +352,7 @@ export class PolicyStore {
       log: this.#log,
       previous,
       kvIndex: this.#options.kvIndex,
+      emulatedProfiles: this.#options.emulatedProfiles,
     };
   }
 

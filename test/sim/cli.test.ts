@@ -66,7 +66,9 @@ describe('switchyard sim', () => {
     writeFileSync(join(dir, 'policies', 'pools.yaml'), pools);
     const r = await cli(['sim', '--policies', join(dir, 'policies'), '--workload', join(EXAMPLES, 'chat.yaml'), '--requests', '10']);
     assert.equal(r.code, 1, r.out);
-    assert.match(r.err, /^sim: the policy has no replicas: there is nothing to simulate$/m);
+    // validate refuses a pool without replicas, so sim never gets to simulate nothing.
+    assert.match(r.err, /pools\.yaml:\d+:\d+: pool "general" of llama-3-8b-instruct@v1\.0\.0 has no replicas: every request routed to it would get a 503; add a replica, or remove the pool/);
+    assert.match(r.err, /^sim: the policies in .* cannot be used$/m);
   });
 
   it('usage mistakes exit 2', async () => {

@@ -21,10 +21,15 @@ export class CompileContext {
   constructor(
     private readonly checked: readonly CheckedSource[],
     readonly registry: StrategyRegistry,
+    /** The engine profiles an emulate:// replica may name (unchecked when absent). */
+    readonly emulatedProfiles?: readonly string[],
   ) {}
 
+  /** Each problem once: a setting in a file's defaults is checked for every pool that inherits it. */
   report(source: PolicySource, path: readonly PathSegment[], message: string, key?: string): void {
-    this.problems.push({ file: source.file, ...source.locate(path, key), message });
+    const problem = { file: source.file, ...source.locate(path, key), message };
+    if (this.problems.some((p) => p.file === problem.file && p.line === problem.line && p.col === problem.col && p.message === message)) return;
+    this.problems.push(problem);
   }
 
   ofKind(kind: PolicyKind): { source: PolicySource; doc: Doc }[] {

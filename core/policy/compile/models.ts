@@ -41,6 +41,8 @@ export function compileModels(ctx: CompileContext): CompiledModels {
 
 export function compileAliases(ctx: CompileContext, { models, unknownModel }: CompiledModels, cascades: ReadonlyMap<string, CascadeEntry>): Map<string, AliasEntry> {
   const aliases = new Map<string, AliasEntry>();
+  const aliasModel = new Map<string, string | undefined>();
+  for (const { doc } of ctx.ofKind('models')) for (const a of doc.aliases ?? []) if (!aliasModel.has(a.name)) aliasModel.set(a.name, a.model);
   for (const { source, doc } of ctx.ofKind('models')) {
     (doc.aliases ?? []).forEach((a: Doc, i: number) => {
       const path = ['aliases', i];
@@ -48,6 +50,10 @@ export function compileAliases(ctx: CompileContext, { models, unknownModel }: Co
       if (models.has(a.name)) return ctx.report(source, [...path, 'name'], `alias "${a.name}" hides the model of the same name`);
       if (!a.model === !a.cascade) return ctx.report(source, path, `alias "${a.name}" needs either model or cascade, not ${a.model ? 'both' : 'neither'}`);
       if (a.model) {
+        if (aliasModel.has(a.model) && !models.has(a.model)) {
+          const target = aliasModel.get(a.model);
+          return ctx.report(source, [...path, 'model'], `alias "${a.name}" points at alias "${a.model}": an alias names a model, not another alias${target ? ` (write model: ${target})` : ''}`);
+        }
         if (!models.has(a.model)) return ctx.report(source, [...path, 'model'], unknownModel(a.model));
         aliases.set(a.name, { name: a.name, model: a.model });
       } else {

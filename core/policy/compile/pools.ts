@@ -12,6 +12,7 @@ import type { PolicySource } from '../source.ts';
 import type { CompileContext, Doc } from './context.ts';
 import type { CompiledModels } from './models.ts';
 import { closest, schemaProblems, type PathSegment } from '../../diagnostics/schema-problems.ts';
+import { replicaUrlProblem } from './replica-urls.ts';
 
 const DEFAULTS = {
   saturation: { kv_usage: 0.95, queue_depth: 32 },
@@ -71,8 +72,13 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
       const key = `${versionKey(p.model, p.version)}/${p.name}`;
       if (drafts.some((other) => other.key === key)) return ctx.report(source, [...path, 'name'], `pool "${p.name}" of ${versionKey(p.model, p.version)} is defined twice`);
       const poolReplicas: ReplicaSpec[] = [];
+      if (p.replicas.length === 0) {
+        ctx.report(source, [...path, 'replicas'], `pool "${p.name}" of ${versionKey(p.model, p.version)} has no replicas: every request routed to it would get a 503; add a replica, or remove the pool`);
+      }
       p.replicas.forEach((r: Doc, j: number) => {
         if (replicas.has(r.id)) return ctx.report(source, [...path, 'replicas', j, 'id'], `replica id "${r.id}" is used twice`);
+        const urlProblem = replicaUrlProblem(r.url, ctx.emulatedProfiles);
+        if (urlProblem) return ctx.report(source, [...path, 'replicas', j, 'url'], `replica "${r.id}": ${urlProblem}`);
         const replica: ReplicaSpec = {
           id: r.id,
           url: r.url.replace(/\/+$/, ''),
