@@ -1,12 +1,12 @@
 // A third-party plugin in a cage: its module runs in a worker thread of its
-// own, with an empty environment and a capped heap, and the router calls it
+// own, with an empty environment and a heap budget, and the router calls it
 // synchronously from decide() through shared memory with a hard timeout.
 //
 // A pick that does not answer in time is skipped (the chain goes on); the
 // worker stays busy and later calls skip it at once. A call still running
-// after `stuckAfterMs`, a worker that dies (out of heap, exit, crash), one
-// holding more than its heap limit in buffers (which the heap cap does not
-// count) or one that floods the router with messages is terminated and the plugin is
+// after `stuckAfterMs`, a worker that dies (exit, crash), one whose live heap
+// or buffers outgrow its budget, or one that floods the router with messages
+// is terminated and the plugin is
 // quarantined: skipped until its file changes (a changed file is a new
 // cage). Hooks (onRouted, onCompleted, dispose) are queued and travel with
 // the next call, in order, so they cost no round trip of their own.
@@ -36,6 +36,7 @@ import {
   CALLING,
   EXTERNAL_MB,
   HASH_COUNT,
+  HEAP_MB,
   HASH_REGION,
   HASHES_AT,
   HASHES_GIVEN,
@@ -62,8 +63,15 @@ export interface CageLimits {
   readonly stuckAfterMs: number;
   /** create() and exportState(): they may build tables, so longer. */
   readonly setupTimeoutMs: number;
-  /** The worker's heap (old generation), MB: past it the worker dies, the router does not. */
+  /** The plugin's heap budget, MB: a plugin holding more after a call (or in buffers) is quarantined. */
   readonly heapMb: number;
+  /**
+   * V8's own cap on the worker's heap sits this far above the budget: what one
+   * call may allocate before the check after it. Reaching V8's cap can abort
+   * the whole process, not just the worker (nodejs/node#47224), so the
+   * budget, checked by the worker after every call, is what stops a plugin.
+   */
+  readonly heapHeadroomMb: number;
   /** Starting the worker and importing the plugin. */
   readonly startTimeoutMs: number;
   /**
@@ -81,6 +89,7 @@ export const DEFAULT_CAGE_LIMITS: CageLimits = {
   stuckAfterMs: 1000,
   setupTimeoutMs: 2000,
   heapMb: 64,
+  heapHeadroomMb: 256,
   startTimeoutMs: 15_000,
   spinMicros: 0,
   maxMessagesPerSecond: 2000,
@@ -179,12 +188,12 @@ export class PluginCage {
     const script = await workerScriptPath();
     const shared = new SharedArrayBuffer(SHARED_BYTES);
     const worker = new Worker(pathToFileURL(script), {
-      workerData: { shared, moduleUrl, spinMicros: limits.spinMicros },
+      workerData: { shared, moduleUrl, spinMicros: limits.spinMicros, heapMb: limits.heapMb },
       // The router's environment holds its secrets (the admin token): none of it goes in.
       env: {},
       argv: [],
       execArgv: [],
-      resourceLimits: { maxOldGenerationSizeMb: limits.heapMb, maxYoungGenerationSizeMb: Math.max(4, Math.ceil(limits.heapMb / 8)), stackSizeMb: 4 },
+      resourceLimits: { maxOldGenerationSizeMb: limits.heapMb + limits.heapHeadroomMb, maxYoungGenerationSizeMb: Math.max(4, Math.ceil(limits.heapMb / 8)), stackSizeMb: 4 },
       name: `switchyard plugin ${file}`,
     });
     worker.unref();
@@ -296,8 +305,7 @@ export class PluginCage {
       throw new CageSkip('bad_answer', 'answered something unreadable', `unreadable answer: ${(error as Error).message}`);
     }
     instance.lastPickMs = answer.pluginMs;
-    const external = Atomics.load(this.#ctrl, EXTERNAL_MB);
-    if (external > this.limits.heapMb) this.#quarantineNow('memory', `holds ${external} MB off its heap (buffers), over its ${this.limits.heapMb} MB limit`);
+    this.#checkMemory();
     if (answer.kind === 'threw') {
       this.#stats.threw++;
       throw new Error(answer.message);
@@ -344,6 +352,7 @@ export class PluginCage {
 
   /** Starts a message: checks the cage can take a call, then writes the queued hooks. */
   #begin(): Writer {
+    if (this.#state === 'running') this.#checkMemory();
     if (this.#state !== 'running') throw new CageSkip('quarantined', this.#state === 'quarantined' ? 'quarantined' : 'stopped', this.#unavailable());
     if (this.#busy()) {
       this.#stats.busySkips++;
@@ -381,6 +390,14 @@ export class PluginCage {
     }
     this.#queue = [];
     return w;
+  }
+
+  /** What the worker measured after its last call: over budget, on or off its heap, it is quarantined. */
+  #checkMemory(): void {
+    const heap = Atomics.load(this.#ctrl, HEAP_MB);
+    const external = Atomics.load(this.#ctrl, EXTERNAL_MB);
+    if (heap > this.limits.heapMb) this.#quarantineNow('memory', `holds ${heap} MB on its heap, over its ${this.limits.heapMb} MB budget`);
+    else if (external > this.limits.heapMb) this.#quarantineNow('memory', `holds ${external} MB off its heap (buffers), over its ${this.limits.heapMb} MB budget`);
   }
 
   #abandon(): void {
@@ -537,7 +554,9 @@ export class PluginCage {
 
   #onMessage(message: { type?: string; [key: string]: unknown }): void {
     if (!this.#tick() || message === null || typeof message !== 'object') return;
-    if (message.type === 'log') {
+    if (message.type === 'memory') {
+      this.#checkMemory();
+    } else if (message.type === 'log') {
       const instance = this.#instances.get(Number(message.instance));
       if (!instance || !this.#logAllowed()) return;
       const text = String(message.message).slice(0, 1000);

@@ -4,7 +4,7 @@
 //
 //   [0, 64)            control words (Int32): state, call sequence, answered
 //                      sequence, message length, answer length, hashes length,
-//                      off-heap memory
+//                      off-heap memory, heap in use
 //   [64, 64+CALL)      the call: ops the router sends (hooks, then one call)
 //   [.., +ANSWER)      the worker's answer
 //   [.., +HASHES)      prefix hashes, written when the worker asks for them
@@ -22,6 +22,12 @@ export const ANSWER_BYTES = 4;
 export const HASH_COUNT = 5;
 /** The worker's off-heap memory (ArrayBuffers, Buffers), MB: the heap cap does not cover it, so the router watches it. */
 export const EXTERNAL_MB = 6;
+/**
+ * The worker's heap in use after its last call, MB, as the worker measured it
+ * (past its budget only once a full GC confirmed it is live): over the budget,
+ * the router quarantines the plugin before V8's own cap is reached.
+ */
+export const HEAP_MB = 7;
 
 /** Values of ctrl[STATE]. */
 export const IDLE = 0;

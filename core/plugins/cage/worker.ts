@@ -3,7 +3,8 @@
 // its own (esbuild) and started with an empty environment, no inherited
 // flags and a capped heap (see cage.ts). Everything the router reads back
 // is bounded by the codec; nothing here is trusted by the router.
-import { deserialize, getHeapStatistics, serialize } from 'node:v8';
+import { deserialize, getHeapStatistics, serialize, setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { parentPort, workerData } from 'node:worker_threads';
 import { definitionProblems } from '../../../sdk/definition-checks.ts';
 import { seededRandom } from '../../../sdk/random.ts';
@@ -24,6 +25,7 @@ import {
   CALLING,
   EXTERNAL_MB,
   FLAG_RESET_STRINGS,
+  HEAP_MB,
   HASH_COUNT,
   HASHES_AT,
   HASHES_GIVEN,
@@ -45,13 +47,16 @@ interface CageData {
   readonly moduleUrl: string;
   /** Busy-wait this long for the next call before parking (CageLimits.spinMicros). */
   readonly spinMicros: number;
+  /** The plugin's heap budget, MB (CageLimits.heapMb); V8's own cap sits well above it. */
+  readonly heapMb: number;
 }
 
 /** Parked this long at most, then timers and promises of the plugin get a turn. */
 const PARK_MS = 50;
 
 const port = parentPort!;
-const { shared, moduleUrl, spinMicros } = workerData as CageData;
+const { shared, moduleUrl, spinMicros, heapMb } = workerData as CageData;
+const heapBudget = heapMb * 1048576;
 const ctrl = new Int32Array(shared, 0, 16);
 const hashes = new DataView(shared, HASHES_AT);
 const answer = new Writer(shared, ANSWER_AT, ANSWER_REGION);
@@ -63,6 +68,15 @@ let lastHookReport = 0;
 let lastMemoryReport = 0;
 /** How often the worker reports its off-heap memory, ms. */
 const MEMORY_REPORT_MS = 50;
+/** Set once the plugin's live heap is over its budget: no plugin code runs again. */
+let overBudget = false;
+
+// A full GC on demand, to tell a heap that is over budget with garbage from one
+// that holds it. Only this file's new context sees the function; later contexts
+// (the plugin's own, other workers) are made without it.
+setFlagsFromString('--expose-gc');
+const collectGarbage = runInNewContext('gc') as () => void;
+setFlagsFromString('--no-expose-gc');
 
 // What the plugin prints goes to the router as messages it counts and rate-limits (a chatty or
 // flooding plugin is seen there), not through the process's own stdout.
@@ -107,7 +121,11 @@ function serve(definition: StrategyDefinition<unknown>): void {
         while ((state = Atomics.load(ctrl, STATE)) !== CALLING && performance.now() < spinUntil);
         if (state !== CALLING) {
           if (Atomics.wait(ctrl, STATE, state, PARK_MS) === 'timed-out') {
-            setImmediate(loop); // let the plugin's own timers and promises run
+            // Let the plugin's own timers and promises run; what they keep is counted too.
+            setImmediate(() => {
+              checkHeap();
+              loop();
+            });
             return;
           }
           continue;
@@ -123,6 +141,7 @@ function serve(definition: StrategyDefinition<unknown>): void {
 function handle(definition: StrategyDefinition<unknown>, seq: number): void {
   answer.reset();
   try {
+    if (overBudget) throw new Error(`over its ${heapMb} MB heap budget`);
     const r = new Reader(shared, CALL_AT, Atomics.load(ctrl, CALL_BYTES));
     if (r.i32() & FLAG_RESET_STRINGS) strings.clear();
     let index = 0;
@@ -224,16 +243,36 @@ function handle(definition: StrategyDefinition<unknown>, seq: number): void {
     answer.reset();
     writeThrew(answer, error, 0);
   }
+  // Read with the answer (a fraction of a microsecond): the router sees a plugin over budget at once.
+  const heapUsed = getHeapStatistics().used_heap_size;
+  if (heapUsed <= heapBudget) Atomics.store(ctrl, HEAP_MB, Math.ceil(heapUsed / 1048576));
   Atomics.store(ctrl, ANSWER_BYTES, answer.length);
   Atomics.store(ctrl, ANSWER_SEQ, seq);
   Atomics.store(ctrl, STATE, ANSWERED);
   Atomics.notify(ctrl, STATE);
   // After the answer: the router is not kept waiting for it.
+  if (heapUsed > heapBudget) checkHeap();
   const t = performance.now();
   if (t - lastMemoryReport >= MEMORY_REPORT_MS) {
     lastMemoryReport = t;
     Atomics.store(ctrl, EXTERNAL_MB, Math.round(getHeapStatistics().external_memory / 1048576));
   }
+}
+
+/**
+ * Over budget by the cheap count: a full GC says whether it is garbage or held.
+ * Held, the plugin is done: the router is told (the control word for the next
+ * call, a message when no call comes) and quarantines it, long before V8's own
+ * cap, where V8 may abort the whole process instead of the worker.
+ */
+function checkHeap(): void {
+  if (overBudget || getHeapStatistics().used_heap_size <= heapBudget) return;
+  collectGarbage();
+  const used = getHeapStatistics().used_heap_size;
+  Atomics.store(ctrl, HEAP_MB, Math.ceil(used / 1048576));
+  if (used <= heapBudget) return;
+  overBudget = true;
+  port.postMessage({ type: 'memory', heapMb: Math.ceil(used / 1048576) });
 }
 
 /** Asks the router for the prefix hashes of the request at op `opIndex` of this call, and waits. */
