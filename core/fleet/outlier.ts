@@ -15,9 +15,11 @@ export type UpstreamOutcome =
   /** No response headers, or a silent stream, within the pool's timeouts. */
   | 'timeout'
   /** A connection reset or closed early, or bytes that are not HTTP. */
-  | 'protocol';
+  | 'protocol'
+  /** No first byte while the pool's other replicas answered: past the deadline their latency sets, or until the client gave up. */
+  | 'silence';
 
-/** Outcomes that say the replica itself is unwell (Envoy's "gateway failures"): every failure but a 5xx. */
+/** Outcomes that say the replica itself is unwell (Envoy's "gateway failures"): every failure but a 5xx (a silence included). */
 export type GatewayFailure = Exclude<UpstreamOutcome, 'success' | 'status_5xx'>;
 
 /** A pool's outlier detection settings (`outlier_detection` in the policy; docs/reliability.md gives the reasons). */

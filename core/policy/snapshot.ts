@@ -157,6 +157,8 @@ export interface RouterSettings {
   readonly requestTimeoutMs: number;
   readonly keepAliveTimeoutMs: number;
   readonly maxConnections: number;
+  /** A client that reads nothing of its response for this long loses it, and the engine request is aborted. */
+  readonly sendTimeoutMs: number;
   /** Absolute paths. */
   readonly pluginDirs: readonly string[];
   /** Derived from charsPerToken when compiled. */

@@ -23,7 +23,12 @@ export type AttemptResult =
   | { readonly kind: 'retryable'; readonly cause: FailureCause; readonly detail: string; readonly status?: number }
   /** Failed after the first byte: the client got an error event or a cut connection. */
   | { readonly kind: 'broken'; readonly cause: FailureCause; readonly detail: string; readonly ttfbMs: number }
-  | { readonly kind: 'aborted' };
+  /**
+   * The client left (or stopped reading for longer than the send timeout:
+   * `stalled`). `beforeFirstByte`: the engine had sent nothing by then, after
+   * `waitedMs` (silence.ts may count that against it).
+   */
+  | { readonly kind: 'aborted'; readonly beforeFirstByte?: boolean; readonly waitedMs?: number; readonly stalled?: boolean };
 
 // Headers that describe one hop, not the response (RFC 9110 §7.6.1), and
 // the engine's date and server.
@@ -54,6 +59,10 @@ export interface AttemptInput {
   readonly responseHeaders: readonly string[];
   /** Trace context for the engine (traceparent, tracestate), when tracing is on. */
   readonly traceHeaders?: Readonly<Record<string, string>>;
+  /** No first byte within `deadlineMs`: `onSilent` runs once (the request keeps waiting; silence.ts). */
+  readonly silence?: { readonly deadlineMs: number; onSilent(): void };
+  /** A client that reads nothing of the response for this long has it aborted, upstream too. */
+  readonly sendTimeoutMs?: number;
 }
 
 /**
@@ -109,6 +118,11 @@ class Attempt implements Dispatcher.DispatchHandler {
   /** Bound once: the same function must go to res.on and res.off. */
   private readonly onClientClose = this.clientClosed.bind(this);
   private onDrain: (() => void) | undefined;
+  /** The silence deadline, then the send (write-stall) timeout: one timer at a time. */
+  private timer: NodeJS.Timeout | undefined;
+  private stalled = false;
+  /** The engine's status line arrived. */
+  private answered = false;
 
   constructor(
     private readonly input: AttemptInput,
@@ -116,6 +130,7 @@ class Attempt implements Dispatcher.DispatchHandler {
   ) {
     input.res.on('close', this.onClientClose);
     input.waiting.add(input.replica, this);
+    if (input.silence) this.timer = setTimeout(input.silence.onSilent, input.silence.deadlineMs).unref();
   }
 
   /**
@@ -131,6 +146,7 @@ class Attempt implements Dispatcher.DispatchHandler {
   private settle(result: AttemptResult): void {
     if (this.settled) return;
     this.settled = true;
+    clearTimeout(this.timer);
     this.input.waiting.remove(this.input.replica, this);
     const { res } = this.input;
     res.off('close', this.onClientClose);
@@ -142,13 +158,21 @@ class Attempt implements Dispatcher.DispatchHandler {
   private clientClosed(): void {
     if (this.input.res.writableFinished) return;
     this.clientGone = true;
-    this.settle({ kind: 'aborted' });
+    const beforeFirstByte = !this.answered;
+    this.settle({ kind: 'aborted', beforeFirstByte, waitedMs: beforeFirstByte ? performance.now() - this.started : undefined, stalled: this.stalled || undefined });
     this.controller?.abort(new Error('client disconnected'));
   }
 
   private drained(): void {
+    clearTimeout(this.timer);
     this.controller?.resume();
   }
+
+  /** The client read nothing for the send timeout: it goes, and the engine request with it. */
+  private readonly onStall = (): void => {
+    this.stalled = true;
+    this.input.res.destroy(); // 'close' follows: clientClosed() aborts upstream
+  };
 
   onRequestStart(c: Dispatcher.DispatchController): void {
     this.controller = c;
@@ -157,6 +181,8 @@ class Attempt implements Dispatcher.DispatchHandler {
 
   onResponseStart(c: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     this.ttfbMs = performance.now() - this.started;
+    this.answered = true;
+    clearTimeout(this.timer);
     if (statusCode >= 500) {
       // Settle before abort(): undici calls onResponseError from inside it.
       this.settle({ kind: 'retryable', cause: 'status_5xx', detail: `engine answered ${statusCode}`, status: statusCode });
@@ -189,6 +215,7 @@ class Attempt implements Dispatcher.DispatchHandler {
     if (!res.write(chunk)) {
       c.pause();
       res.once('drain', (this.onDrain ??= this.drained.bind(this)));
+      if (this.input.sendTimeoutMs) this.timer = setTimeout(this.onStall, this.input.sendTimeoutMs).unref();
     }
   }
 

@@ -22,6 +22,7 @@ import type { ColdLoads } from './cold-loads.ts';
 import { attempt, type AttemptResult, type Waiting } from './forward.ts';
 import { writeRejection } from './rejections.ts';
 import type { RetryBudget } from './retry-budget.ts';
+import type { SilenceKey, SilenceWatch } from './silence.ts';
 import { QUOTA_WAIT_ROUNDS, quotaWait } from '../quota/wait.ts';
 import type { Upstreams } from './upstream.ts';
 
@@ -50,6 +51,10 @@ export interface ProxyDeps {
   readonly metrics: RouterMetrics;
   readonly decisions: DecisionLog;
   readonly coldLoads: ColdLoads;
+  /** Peers' recent first-byte latency: a replica silent while they answer is failing (docs/reliability.md). */
+  readonly silence?: SilenceWatch;
+  /** A client that reads nothing for this long loses its response (settings send_timeout_ms). */
+  readonly sendTimeoutMs?: number;
   /** The URL to reach a replica at (emulate:// replicas run on loopback ports). */
   urlOf(replica: ReplicaSpec): string;
   /** OpenTelemetry tracing, when on (docs/observability.md); absent, nothing of it runs. */
@@ -119,6 +124,7 @@ async function route(
   const stream = body.stream === true;
   // Serialized once, for every attempt. A copy only when the model changes.
   const upstreamBody = JSON.stringify(body.model === decision.upstreamModel ? body : { ...body, model: decision.upstreamModel });
+  const tokenBudget = (facts as RequestFacts).maxTokens ?? snapshot.settings.defaultMaxTokens;
   const budgetKey = decision.poolRef.key;
   deps.retryBudget.begin(budgetKey);
   let tried: Set<string> | undefined; // made on the first retry
@@ -127,7 +133,7 @@ async function route(
   let attempts = 0;
   try {
     for (;;) {
-      result = await send(deps, snapshot, decision, path, upstreamBody, stream, request, res, retrying, traced?.attempt(decision.replica, deps.urlOf(replicaOf(snapshot, decision.poolRef, decision.replica)), attempts + 1, (facts as RequestFacts).maxTokens));
+      result = await send(deps, snapshot, decision, path, upstreamBody, stream, tokenBudget, request, res, retrying, traced?.attempt(decision.replica, deps.urlOf(replicaOf(snapshot, decision.poolRef, decision.replica)), attempts + 1, (facts as RequestFacts).maxTokens));
       attempts++;
       if (result.kind !== 'retryable') break;
       // Failed before the first byte: another replica, if the pool's limits allow.
@@ -189,6 +195,7 @@ async function send(
   path: string,
   body: string,
   stream: boolean,
+  tokenBudget: number,
   request: FastifyRequest,
   res: FastifyReply['raw'],
   retried: boolean,
@@ -218,6 +225,23 @@ async function send(
     traced?.end(undefined, 'connect');
     return { kind: 'retryable', cause: 'connect', detail: (error as Error).message.slice(0, 200) };
   }
+  // Silence (docs/reliability.md): past a deadline from the peers' latency, or
+  // a client that gave up first, counts against a replica whose peers answered meanwhile. Once per attempt.
+  const silenceKey: SilenceKey = { pool: pool.key, stream, tokenBudget };
+  const attemptStart = performance.now();
+  let silenced = false;
+  const deadlineMs = deps.silence?.deadlineMs(silenceKey, stream ? pool.upstream.streamHeadersTimeoutMs : pool.upstream.headersTimeoutMs);
+  const silence =
+    deadlineMs === undefined
+      ? undefined
+      : {
+          deadlineMs,
+          onSilent: () => {
+            if (!deps.silence!.peersAnsweredSince(pool.key, replica.id, attemptStart)) return;
+            silenced = true;
+            deps.fleet.recordUpstream(replica.id, 'silence', pool, `no first byte within ${deadlineMs} ms while its peers answered`);
+          },
+        };
   try {
     const result = await attempt({
       dispatcher,
@@ -231,14 +255,21 @@ async function send(
       res,
       responseHeaders: headers,
       traceHeaders: traced?.headers(),
+      silence,
+      sendTimeoutMs: deps.sendTimeoutMs,
     });
     if (traced) traced.end(result.kind === 'done' ? result.status : 'status' in result ? (result.status as number) : undefined, result.kind === 'done' ? undefined : result.kind === 'retryable' || result.kind === 'broken' ? result.cause : result.kind, decision.upstreamModel);
     if (result.kind === 'done' || result.kind === 'broken') {
       deps.metrics.ttfbSeconds.observe({ pool: pool.key }, result.ttfbMs / 1000);
       deps.metrics.upstreamSeconds.observe({ pool: pool.key }, (performance.now() - started) / 1000);
     }
+    if (result.kind === 'done' || result.kind === 'broken') deps.silence?.answered(silenceKey, replica.id, result.ttfbMs);
     if (result.kind === 'done') deps.fleet.recordUpstream(replica.id, 'success', pool);
-    else if (result.kind !== 'aborted') {
+    else if (result.kind === 'aborted') {
+      if (result.beforeFirstByte && !silenced && deps.silence?.abandonmentCounts(silenceKey, replica.id, attemptStart, result.waitedMs ?? 0)) {
+        deps.fleet.recordUpstream(replica.id, 'silence', pool, `the client gave up after ${Math.round(result.waitedMs ?? 0)} ms without a first byte while its peers answered`);
+      }
+    } else if (!silenced) {
       if (result.cause === 'connect') deps.fleet.markFailure(replica.id, result.detail);
       deps.fleet.recordUpstream(replica.id, result.cause, pool, result.detail);
     }

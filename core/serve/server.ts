@@ -24,6 +24,7 @@ import { modelsHandler } from './models-route.ts';
 import { proxyHandler, type PolicySource } from './proxy.ts';
 import { DIRECT_REPLICAS, type ReplicaAddresses } from './replica-addresses.ts';
 import { RetryBudget } from './retry-budget.ts';
+import { SilenceWatch } from './silence.ts';
 import { Upstreams } from './upstream.ts';
 
 /** A policy source that can also reload and report (the PolicyStore). */
@@ -68,7 +69,7 @@ export interface RouterOptions {
 /** What a client connection may send and hold: settings.yaml, read when serve starts (docs/reliability.md). */
 export type ClientLimits = Pick<
   RouterSettings,
-  'bodyLimitBytes' | 'maxHeaderBytes' | 'maxJsonDepth' | 'maxJsonValues' | 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxConnections'
+  'bodyLimitBytes' | 'maxHeaderBytes' | 'maxJsonDepth' | 'maxJsonValues' | 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxConnections' | 'sendTimeoutMs'
 >;
 
 export interface Router {
@@ -113,7 +114,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     onEjection: ({ replica, pool, ejection }) => {
       metrics.ejections.inc({ pool, replica, cause: ejection.cause });
       // Ejected for hanging: what still waits on it goes elsewhere now.
-      if (ejection.cause === 'timeout') waiting.abandon(replica, 'replica ejected for timeouts while this request waited');
+      if (ejection.cause === 'timeout' || ejection.cause === 'silence') waiting.abandon(replica, 'replica ejected for timeouts while this request waited');
     },
   });
   fleet.start();
@@ -191,6 +192,8 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     metrics,
     decisions,
     coldLoads,
+    silence: new SilenceWatch(),
+    sendTimeoutMs: limits.sendTimeoutMs,
     urlOf: (replica: Parameters<ReplicaAddresses['urlOf']>[0]) => replicas.urlOf(replica),
     onStrategyFault,
     tracer: options.tracer,

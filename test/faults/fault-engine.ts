@@ -29,7 +29,9 @@ export type Fault =
   /** Reads the whole request, then resets the connection. */
   | 'reset_after_read'
   /** The answer comes after `slowFirstByteMs` (30 s by default). */
-  | 'slow_first_byte';
+  | 'slow_first_byte'
+  /** Accepts a non-streaming request and never answers it; streams, /health and /metrics stay fine. */
+  | 'hang_unary';
 
 export class FaultEngine {
   fault: Fault = 'none';
@@ -38,6 +40,12 @@ export class FaultEngine {
   chunkEveryMs = 5;
   cutAfterChunks = 2;
   slowFirstByteMs = 30_000;
+  /** A non-streaming answer takes this long per max_tokens (a long generation is legitimately slow). */
+  msPerToken = 0;
+  /** Padding in each SSE chunk, to fill a client's buffers. */
+  chunkPadBytes = 0;
+  /** Completion requests whose connection closed before the answer was complete, by x-request-id. */
+  readonly cutOff: string[] = [];
   /** Sent with every well-formed stream's headers (hop-by-hop ones, to see them dropped). */
   streamHeaders: Record<string, string> = {};
   /** Completion requests by x-request-id, in arrival order (counted on arrival, before the body). */
@@ -96,6 +104,9 @@ export class FaultEngine {
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(vllmPage(0, 0, 0.1));
       return;
     }
+    res.on('close', () => {
+      if (!res.writableFinished) this.cutOff.push(String(req.headers['x-request-id']));
+    });
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
@@ -108,6 +119,10 @@ export class FaultEngine {
     const socket = req.socket;
     switch (this.fault) {
       case 'hang':
+        return;
+      case 'hang_unary':
+        if (!stream) return;
+        this.serve(res, stream, model, chunks);
         return;
       case 'status_500':
         res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'CUDA error: an illegal memory access', type: 'InternalServerError', param: null, code: 500 } }));
@@ -134,7 +149,8 @@ export class FaultEngine {
         this.serve(res, stream, model, chunks, this.cutAfterChunks, () => socket.destroy());
         return;
       default:
-        this.serve(res, stream, model, chunks);
+        if (this.msPerToken > 0 && !stream) this.later(this.msPerToken * chunks, () => this.serve(res, stream, model, chunks));
+        else this.serve(res, stream, model, chunks);
     }
   }
 
@@ -156,7 +172,8 @@ export class FaultEngine {
     let sent = 0;
     const next = (): void => {
       if (res.destroyed) return;
-      const event = `data: ${JSON.stringify({ id: `chunk-${this.name}`, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: { content: `${this.name}:${sent} ` }, finish_reason: null }] })}\n\n`;
+      const content = `${this.name}:${sent} ${this.chunkPadBytes ? '.'.repeat(this.chunkPadBytes) : ''}`;
+      const event = `data: ${JSON.stringify({ id: `chunk-${this.name}`, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
       if (cutAfter !== undefined && sent === cutAfter) {
         res.write(event.slice(0, event.length >> 1));
         this.later(20, cut!);

@@ -24,6 +24,8 @@ export interface FleetOptions {
   readonly upstream?: Partial<typeof TEST_TIMEOUTS>;
   /** Replica names whose URL refuses connections (nothing listens there). */
   readonly refusing?: string[];
+  /** Client bounds over the settings' (short send timeouts). */
+  readonly limits?: NonNullable<Parameters<typeof startTestRouter>[1]>['limits'];
 }
 
 /** Engines named `names` (all healthy to start with), behind a router. */
@@ -45,7 +47,7 @@ export async function faultFleet(names: string[], options: FleetOptions = {}): P
   const pools = `kind: pools\npools:\n  - name: general\n    model: tiny\n    version: v1\n    strategies: [round-robin]\n${settings}    replicas:\n${replicas}\n`;
   let t: TestRouter;
   try {
-    t = await startTestRouter({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools });
+    t = await startTestRouter({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools }, { limits: options.limits });
   } catch (error) {
     await Promise.all([...engines.values()].map((e) => e.stop())); // or they keep the test process alive
     throw error;
