@@ -31,6 +31,8 @@ export interface DecideOptions {
   readonly quotaTaken?: boolean;
   /** Budget of one strategy pick on env.clock, ms (default 1). */
   readonly pickBudgetMs?: number;
+  /** The request's id when `facts` is a rejection (a header the request check refused), so the decision is kept under it. */
+  readonly requestId?: string;
 }
 
 export function decide(
@@ -41,7 +43,7 @@ export function decide(
   options: DecideOptions = NO_OPTIONS,
 ): Decision {
   const trace: DecisionTrace = {};
-  if ('code' in facts) return rejected('unknown', facts, trace, undefined, { decidedBy: 'request check', reason: facts.message });
+  if ('code' in facts) return rejected(options.requestId ?? 'unknown', facts, trace, undefined, { decidedBy: 'request check', reason: facts.message });
   const requestId = facts.requestId;
 
   // Who is asking.

@@ -14,13 +14,14 @@ import type { OutlierScope } from '../fleet/live-fleet.ts';
 import type { UpstreamOutcome } from '../fleet/outlier.ts';
 import type { FleetView } from '../fleet/types.ts';
 import type { DecisionLog } from '../observe/decision-log.ts';
-import { poolLabel, type RouterMetrics } from '../observe/metrics.ts';
+import type { RouterMetrics } from '../observe/metrics.ts';
 import { RequestTrace, type UpstreamAttemptTrace } from '../observe/tracing.ts';
 import type { Tracer } from '@opentelemetry/api';
 import type { Pool, ReplicaSpec, Snapshot } from '../policy/snapshot.ts';
 import type { ColdLoads } from './cold-loads.ts';
 import { attempt, type AttemptResult, type Waiting } from './forward.ts';
 import { writeRejection } from './rejections.ts';
+import { countRejection } from './refusals.ts';
 import type { RetryBudget } from './retry-budget.ts';
 import type { SilenceKey, SilenceWatch } from './silence.ts';
 import { QUOTA_WAIT_ROUNDS, quotaWait } from '../quota/wait.ts';
@@ -105,7 +106,7 @@ async function route(
     waitedMs += performance.now() - waitStart;
     wait = quotaWait(deps.env.quota, facts, snapshot, deps.env.now());
   }
-  const first = decide(facts, snapshot, deps.fleet, deps.env);
+  const first = decide(facts, snapshot, deps.fleet, deps.env, 'code' in facts ? { requestId: request.id } : undefined);
   commit(first, deps.env, hooks);
   const decided = performance.now();
   metrics.decisionSeconds.observe((decided - t0 - waitedMs) / 1000);
@@ -280,11 +281,8 @@ async function send(
 }
 
 function reject(deps: ProxyDeps, request: FastifyRequest, res: FastifyReply['raw'], decision: Rejected): void {
-  const r = decision.rejection;
-  deps.metrics.rejections.inc({ reason: r.code });
-  deps.metrics.requests.inc({ model: decision.model ?? 'unknown', pool: decision.pool && decision.model && decision.version ? poolLabel(decision.model, decision.version, decision.pool) : 'none', outcome: 'rejected' });
-  writeRejection(res, r, request.id);
-  request.log.info({ status: r.status, reject: r.code, model: decision.model, pool: decision.pool }, 'rejected');
+  countRejection(deps.metrics, request, decision);
+  writeRejection(res, decision.rejection, request.id);
 }
 
 /** The chosen replica's spec: ids are unique across a policy, so the snapshot's index finds it (not a walk of the pool). */

@@ -1,7 +1,7 @@
 // `switchyard serve`: the OpenAI-compatible router. Wires the policy, the
 // live fleet, the upstream pools and the observability around the proxy.
 import type { Tracer } from '@opentelemetry/api';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { DecideEnv } from '../decide/env.ts';
 import { createEnv } from '../decide/env.ts';
 import type { QuotaStore } from '../decide/quota.ts';
@@ -15,7 +15,8 @@ import { checkAdminOptions, startAdminListener, type AdminListenerOptions } from
 import { registerProbeRoutes, type AdminHooks } from './admin-routes.ts';
 import { registerExplorerRoutes } from './explorer-routes.ts';
 import { ColdLoads } from './cold-loads.ts';
-import { clientErrorHandler, errorHandler, frameworkErrors, notFoundHandler } from './http-errors.ts';
+import { clientErrorHandler, errorHandler, frameworkErrors, notFoundHandler, toRejection } from './http-errors.ts';
+import { recordRefusal } from './refusals.ts';
 import { Waiting } from './forward.ts';
 import { registerJsonParser } from './json-body.ts';
 import { writeRejection } from './rejections.ts';
@@ -154,7 +155,11 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     // so what the engine receives is what the client sent.
     ajv: { customOptions: { coerceTypes: false, useDefaults: false, removeAdditional: false, allErrors: false, allowUnionTypes: true } },
   });
-  app.setErrorHandler(errorHandler);
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    errorHandler(error, request, reply);
+    // A request refused before its route ran still leaves a log line, a metric and a decision record.
+    if (reply.statusCode < 500 && request.routeOptions?.url?.startsWith('/v1/')) recordRefusal({ metrics, decisions }, request, toRejection(error, request.routeOptions.bodyLimit));
+  });
   registerJsonParser(app, { maxDepth: limits.maxJsonDepth, maxValues: limits.maxJsonValues });
   // Connections past the cap are closed as they arrive, before any byte is read.
   app.server.maxConnections = limits.maxConnections;
