@@ -14,6 +14,7 @@ const commands: Record<string, () => Promise<Command>> = {
   serve: async () => (await import('./serve.ts')).runServe,
   emulate: async () => (await import('../sim/emulator/command.ts')).runEmulateCommand,
   sim: async () => (await import('./sim.ts')).runSim,
+  diff: async () => (await import('./diff.ts')).runDiff,
   experiment: async () => (await import('./experiment.ts')).runExperiment,
 };
 

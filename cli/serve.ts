@@ -23,6 +23,7 @@ import { startTracing, TRACING_EXPORTERS } from './tracing.ts';
 import { oneLine, UsageError } from './usage.ts';
 import { version } from './main.ts';
 import { formatProblem, PolicyError } from '../core/diagnostics/problem.ts';
+import { openShadowAndRecorder, SHADOW_SETTINGS } from './serve-shadow.ts';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -41,6 +42,7 @@ export const SERVE_SETTINGS: readonly Setting[] = [
   { flag: 'tracing-sample-ratio', arg: 'R', env: ['SWITCHYARD_TRACING_SAMPLE_RATIO'], default: '1', help: 'share of new traces recorded, 0..1 (a traced parent decides for its children)' },
   { flag: 'redis', arg: 'URL', env: ['SWITCHYARD_REDIS_URL'], help: "share tenant quotas with every router on this Redis (redis://host:6379); wins over settings' quota_store.redis_url" },
   { flag: 'watchdog-ms', arg: 'N', env: ['SWITCHYARD_WATCHDOG_MS'], default: String(DEFAULT_WATCHDOG_MS), help: 'exit when the event loop is blocked this long (0: off)' },
+  ...SHADOW_SETTINGS,
 ];
 
 const HELP = `Usage: switchyard serve [options]
@@ -121,6 +123,13 @@ export async function runServe(argv: string[]): Promise<number> {
     console.error(`switchyard serve: the policies in ${values.policies} are invalid; nothing was started`);
     return 1;
   }
+  const extras = await openShadowAndRecorder(values, { builtins: BUILTIN_STRATEGIES, kvIndex, log: storeLog });
+  if ('error' in extras) {
+    for (const line of extras.error) console.error(line);
+    await store.close();
+    return 1;
+  }
+  const { shadow, recorder } = extras;
   const quota = await openQuotaStore(store.current().settings.quotaStore, redisUrl, storeLog);
   let router: Awaited<ReturnType<typeof startRouter>>;
   const tracing = values.tracing === 'off' ? undefined : startTracing(values.tracing as 'otlp' | 'console', sampleRatio, version());
@@ -135,9 +144,13 @@ export async function runServe(argv: string[]): Promise<number> {
       logger: log,
       replicas: new EmbeddedFleet({ speed, host: '127.0.0.1' }),
       admin,
+      shadow,
+      recorder,
     });
   } catch (error) {
     await store.close();
+    await shadow.close();
+    await recorder?.close();
     await quota.close?.();
     const e = error as { code?: string; address?: string; port?: number };
     const where = e.code === 'EADDRINUSE' || e.code === 'EACCES' || e.code === 'EADDRNOTAVAIL' ? `cannot listen on ${e.address ?? '?'}:${e.port ?? '?'}: ` : 'could not start: ';
@@ -164,6 +177,8 @@ export async function runServe(argv: string[]): Promise<number> {
       router
         .close()
         .then(() => store.close())
+        .then(() => shadow.close())
+        .then(() => recorder?.close())
         .then(() => tracing?.shutdown())
         .then(() => quota.close?.())
         .then(() => watchdog?.stop())

@@ -15,6 +15,8 @@ Commands:
                                                                   an emulated vLLM/SGLang replica
   sim       [--policies DIR] --workload FILE [--seed N] [--out DIR] [--json]
                                                                   simulate a policy against a workload
+  sim       [--policies DIR] --replay FILE [--json]                 simulate a policy against recorded traffic (serve --record)
+  diff      --replay FILE --policies A --policies B [--json]      compare two policies on recorded traffic, request by request
   experiment NAME|all [--out DIR]                                 the simulator experiments of docs/experiments.md
 
 DIR defaults to policies/.

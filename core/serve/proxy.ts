@@ -26,6 +26,7 @@ import type { RetryBudget } from './retry-budget.ts';
 import type { SilenceKey, SilenceWatch } from './silence.ts';
 import { QUOTA_WAIT_ROUNDS, quotaWait } from '../quota/wait.ts';
 import type { Upstreams } from './upstream.ts';
+import { notifyDecided, notifyEnded, type RequestObserver } from './request-observer.ts';
 
 /** Where requests get their snapshot: acquired at arrival, released when the response ends. */
 export interface PolicySource {
@@ -62,6 +63,8 @@ export interface ProxyDeps {
   readonly tracer?: Tracer;
   /** A strategy misbehaved (logged at most once per interval per plugin by the caller). */
   onStrategyFault?(pool: Pool, strategy: string, fault: StrategyFault, detail: string): void;
+  /** Watchers that never act: the shadow policy, the traffic recorder (request-observer.ts). */
+  readonly observers?: readonly RequestObserver[];
 }
 
 // Header values must be printable ASCII; reasons are for humans and may not be.
@@ -111,12 +114,16 @@ async function route(
   const decided = performance.now();
   metrics.decisionSeconds.observe((decided - t0 - waitedMs) / 1000);
   deps.decisions.add(first);
+  const observers = deps.observers ?? [];
+  const observed = observers.length > 0 && !('code' in facts) ? facts : undefined;
+  if (observed) notifyDecided(observers, request.log, observed, first, snapshot);
   if (traced) traced.decided(first, 'code' in facts ? undefined : facts.requestedModel, 'code' in facts ? undefined : facts.conversationId, t0 + waitedMs, decided);
 
   if (!first.admitted) {
     if (first.action) deps.coldLoads.trigger(first.action.model, first.action.url, first.rejection.retryAfterS ?? 60);
     reject(deps, request, res, first);
     traced?.end(first.status, 'rejected');
+    if (observed) notifyEnded(observers, request.log, observed, first, snapshot, { outcome: 'rejected', status: first.status, durationMs: performance.now() - t0, attempts: 0 });
     return;
   }
 
@@ -156,6 +163,7 @@ async function route(
         const none = rejection('no_healthy_replica', `No other replica of pool ${decision.pool} could take the request after ${failureText(result)}. Retry after 2 s.`, { retryAfterS: 2 });
         reject(deps, request, res, { ...retry, rejection: none, status: none.status, reason: none.message });
         traced?.end(none.status, 'upstream_error');
+        if (observed) notifyEnded(observers, request.log, observed, decision, snapshot, { outcome: 'upstream_error', status: none.status, durationMs: performance.now() - t0, attempts });
         return;
       }
       metrics.retries.inc({ pool: pool.key, cause: result.cause });
@@ -170,6 +178,10 @@ async function route(
   if (result.kind === 'retryable') writeRejection(res, failureRejection(result), request.id);
   traced?.end(result.kind === 'done' ? result.status : result.kind === 'retryable' ? failureRejection(result).status : 499, outcome);
   complete(decision, outcome === 'ok', hooks);
+  if (observed) {
+    const status = result.kind === 'done' ? result.status : result.kind === 'retryable' ? failureRejection(result).status : undefined;
+    notifyEnded(observers, request.log, observed, decision, snapshot, { outcome, status, ttfbMs: 'ttfbMs' in result ? result.ttfbMs : undefined, durationMs: performance.now() - t0, attempts });
+  }
   request.log.info(
     {
       model: `${decision.model}@${decision.version}`,

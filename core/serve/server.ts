@@ -27,6 +27,11 @@ import { DIRECT_REPLICAS, type ReplicaAddresses } from './replica-addresses.ts';
 import { RetryBudget } from './retry-budget.ts';
 import { SilenceWatch } from './silence.ts';
 import { Upstreams } from './upstream.ts';
+import type { RequestObserver } from './request-observer.ts';
+import type { TrafficRecorder } from '../shadow/recorder.ts';
+import type { Shadow } from '../shadow/shadow.ts';
+import { registerShadowMetrics } from '../shadow/shadow-metrics.ts';
+import { registerShadowRoutes } from '../shadow/shadow-routes.ts';
 
 /** A policy source that can also reload and report (the PolicyStore). */
 export interface ServedPolicy extends PolicySource {
@@ -65,6 +70,10 @@ export interface RouterOptions {
   readonly healthIntervalMs?: number;
   /** Overrides the settings' client bounds (tests use short timeouts). */
   readonly limits?: Partial<ClientLimits>;
+  /** The shadow policy (docs/changing-policy.md): decides sampled requests again, never acts; /admin/shadow. */
+  readonly shadow?: Shadow;
+  /** Records every routed request, without its prompt, for replay (docs/changing-policy.md). */
+  readonly recorder?: TrafficRecorder;
 }
 
 /** What a client connection may send and hold: settings.yaml, read when serve starts (docs/reliability.md). */
@@ -178,7 +187,10 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     app.log.warn({ strategy, pool: pool.key, fault, detail }, 'strategy skipped (logged at most once a minute per strategy)');
   };
 
-  const env = options.env ?? createEnv({ seed: Date.now(), quota: options.quota });
+  const liveEnv = options.env ?? createEnv({ seed: Date.now(), quota: options.quota });
+  // With a shadow, the live env's random draw is kept for the shadow to draw the same (core/shadow/random-tape.ts).
+  const env = options.shadow ? options.shadow.attach({ env: liveEnv, fleet, metrics: registerShadowMetrics(metrics.registry) }) : liveEnv;
+  const observers: RequestObserver[] = [options.shadow, options.recorder].filter((o) => o !== undefined);
   // The in-memory store always answers; a shared store reports for itself.
   metrics.quotaStoreUp.set(1);
   env.quota.observe?.({
@@ -202,6 +214,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     urlOf: (replica: Parameters<ReplicaAddresses['urlOf']>[0]) => replicas.urlOf(replica),
     onStrategyFault,
     tracer: options.tracer,
+    observers,
   };
   app.post('/v1/chat/completions', { schema: { body: BODY_SCHEMAS.chat } }, proxyHandler(deps, 'chat', '/v1/chat/completions'));
   app.post('/v1/completions', { schema: { body: BODY_SCHEMAS.completions } }, proxyHandler(deps, 'completions', '/v1/completions'));
@@ -227,7 +240,8 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   registerProbeRoutes(app, hooks);
 
   // The decision explorer is an admin page: it goes on the admin listener with the rest.
-  const explorer = (adminApp: FastifyInstance, guard: Parameters<typeof registerExplorerRoutes>[2]) =>
+  const explorer = (adminApp: FastifyInstance, guard: Parameters<typeof registerExplorerRoutes>[2]) => {
+    if (options.shadow) registerShadowRoutes(adminApp, options.shadow, guard, options.recorder);
     registerExplorerRoutes(
       adminApp,
       {
@@ -239,6 +253,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
       },
       guard,
     );
+  };
 
   options.policy.on?.('reload', (outcome) => metrics.policyReloads.inc({ result: outcome.result! }));
   options.policy.on?.('control-plane', (status) => metrics.setControlPlaneUp(status.state === 'ok'));

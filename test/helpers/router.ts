@@ -4,7 +4,7 @@ import type { Tracer } from '@opentelemetry/api';
 import OpenAI from 'openai';
 import { createEnv } from '../../core/decide/env.ts';
 import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
-import { startRouter, type ClientLimits, type Router, type ServedPolicy } from '../../core/serve/server.ts';
+import { startRouter, type ClientLimits, type Router, type RouterOptions, type ServedPolicy } from '../../core/serve/server.ts';
 import { EmbeddedFleet } from '../../sim/emulator/embedded-fleet.ts';
 import { policyFrom } from './core.ts';
 
@@ -33,7 +33,7 @@ export interface TestRouter {
 
 export async function startTestRouter(
   files: Record<string, string>,
-  options: { speed?: number; policy?: ServedPolicy; adminToken?: string; apiKey?: string; tracer?: Tracer; limits?: Partial<ClientLimits> } = {},
+  options: { speed?: number; policy?: ServedPolicy; adminToken?: string; apiKey?: string; tracer?: Tracer; limits?: Partial<ClientLimits> } & Pick<RouterOptions, 'shadow' | 'recorder'> = {},
 ): Promise<TestRouter> {
   const withSettings = Object.keys(files).some((name) => name.includes('settings')) ? files : { ...files, 'settings.yaml': FULL_HEADERS_SETTINGS };
   const policy = options.policy ?? fixedPolicy(policyFrom(withSettings));
@@ -49,6 +49,8 @@ export async function startTestRouter(
     env: createEnv({ seed: 1 }),
     tracer: options.tracer,
     limits: options.limits,
+    shadow: options.shadow,
+    recorder: options.recorder,
   });
   const client = new OpenAI({ baseURL: `${router.url}/v1`, apiKey: options.apiKey ?? TEST_KEY, maxRetries: 0, timeout: 20_000 });
   return { router, embedded, client, url: router.url, adminUrl: router.adminUrl!, close: () => router.close(1000) };
