@@ -18,14 +18,29 @@ export const SHADOW_SETTINGS: readonly Setting[] = [
   { flag: 'record-max-mb', arg: 'N', env: ['SWITCHYARD_RECORD_MAX_MB'], default: '64', help: 'rotate the recording at this size, keeping 3 older files (FILE.1 ...)' },
 ];
 
-export async function openShadowAndRecorder(
-  values: SettingValues,
-  deps: { builtins: readonly AnyStrategy[]; kvIndex: KvIndexView; log: Logger },
-): Promise<{ shadow: Shadow; recorder?: TrafficRecorder } | { error: string[] }> {
+export interface ShadowSettings {
+  readonly dir?: string;
+  readonly share: number;
+  readonly maxPerSecond: number;
+  readonly record?: string;
+  readonly recordMaxBytes: number;
+}
+
+/** The settings, checked (a UsageError for a bad value) before anything loads. */
+export function shadowSettings(values: SettingValues): ShadowSettings {
   const share = Number(values['shadow-sample']);
   if (!/^\d*\.?\d+$/.test(values['shadow-sample'] ?? '') || !(share >= 0 && share <= 1)) throw new UsageError(`--shadow-sample must be a number from 0 to 1, not "${values['shadow-sample']}"`);
   const maxPerSecond = positiveSetting('shadow-max-per-second', values['shadow-max-per-second']);
   const maxMb = positiveSetting('record-max-mb', values['record-max-mb']);
+  return { dir: values.shadow, share, maxPerSecond, record: values.record, recordMaxBytes: Math.round(maxMb * 1024 * 1024) };
+}
+
+export async function openShadowAndRecorder(
+  settings: ShadowSettings,
+  deps: { builtins: readonly AnyStrategy[]; kvIndex: KvIndexView; log: Logger },
+): Promise<{ shadow: Shadow; recorder?: TrafficRecorder } | { error: string[] }> {
+  const { share, maxPerSecond } = settings;
+  const values = { shadow: settings.dir, record: settings.record };
   // Always made: PUT /admin/shadow can turn it on later.
   const shadow = new Shadow({ builtins: deps.builtins, kvIndex: deps.kvIndex, log: deps.log, sampling: { share, maxPerSecond } });
   if (values.shadow) {
@@ -34,7 +49,7 @@ export async function openShadowAndRecorder(
   }
   if (!values.record) return { shadow };
   try {
-    return { shadow, recorder: await TrafficRecorder.open({ file: values.record, maxBytes: Math.round(maxMb * 1024 * 1024), log: deps.log }) };
+    return { shadow, recorder: await TrafficRecorder.open({ file: values.record, maxBytes: settings.recordMaxBytes, log: deps.log }) };
   } catch (error) {
     await shadow.close();
     return { error: [`switchyard serve: cannot record to ${values.record}: ${oneLine(error)}`] };

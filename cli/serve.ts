@@ -23,7 +23,7 @@ import { startTracing, TRACING_EXPORTERS } from './tracing.ts';
 import { oneLine, UsageError } from './usage.ts';
 import { version } from './main.ts';
 import { formatProblem, PolicyError } from '../core/diagnostics/problem.ts';
-import { openShadowAndRecorder, SHADOW_SETTINGS } from './serve-shadow.ts';
+import { openShadowAndRecorder, SHADOW_SETTINGS, shadowSettings } from './serve-shadow.ts';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -81,6 +81,7 @@ export async function runServe(argv: string[]): Promise<number> {
   }
   const redisUrl = values.redis;
   if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) throw new UsageError(`--redis must be a redis:// or rediss:// URL, not "${redisUrl}"`);
+  const shadowed = shadowSettings(values);
   const adminToken = process.env.SWITCHYARD_ADMIN_TOKEN || undefined;
   const admin = { port: adminPort, host: adminHost, token: adminToken };
   try {
@@ -123,7 +124,7 @@ export async function runServe(argv: string[]): Promise<number> {
     console.error(`switchyard serve: the policies in ${values.policies} are invalid; nothing was started`);
     return 1;
   }
-  const extras = await openShadowAndRecorder(values, { builtins: BUILTIN_STRATEGIES, kvIndex, log: storeLog });
+  const extras = await openShadowAndRecorder(shadowed, { builtins: BUILTIN_STRATEGIES, kvIndex, log: storeLog });
   if ('error' in extras) {
     for (const line of extras.error) console.error(line);
     await store.close();
