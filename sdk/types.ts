@@ -3,7 +3,7 @@
 // the router is reachable from a plugin.
 
 /** The SDK's API version. A plugin declares the range it supports (`sdk: '^1'`). */
-export const SDK_VERSION = '1.2.0';
+export const SDK_VERSION = '1.3.0';
 
 export type Engine = 'vllm' | 'sglang';
 export type Priority = 'interactive' | 'batch';
@@ -27,6 +27,12 @@ export interface RoutedRequest {
    * is seeded with model and adapter, as the engine's own cache is split by them.
    */
   readonly prefixHashes: readonly number[];
+  /**
+   * (SDK 1.3) The prompt's token ids exactly as the engine will see them
+   * (chat template applied), present only when the router counted them with
+   * the model's tokenizer. Look them up with `kvIndex.longestPrefixOfTokens`.
+   */
+  readonly promptTokenIds?: Uint32Array;
 }
 
 /** Load signals of one replica, each with its age. */
@@ -111,6 +117,8 @@ export interface CachedPrefix {
   readonly blocks: number;
   /** Milliseconds since the replica's last KV event batch; Infinity when none came yet. */
   readonly ageMs: number;
+  /** (SDK 1.3) From `longestPrefixOfTokens`: the leading tokens those blocks hold (blocks × the replica's block size). */
+  readonly tokens?: number;
 }
 
 /**
@@ -126,6 +134,12 @@ export interface KvIndexView {
    * are. Replicas that publish no events are absent.
    */
   longestPrefix(hashes: readonly number[]): readonly CachedPrefix[];
+  /**
+   * (SDK 1.3) The same for a prompt's token ids (`RoutedRequest.promptTokenIds`)
+   * and adapter, matched against the token ids the engines report storing,
+   * whatever the engines hash with. This is how a real vLLM or SGLang is matched.
+   */
+  longestPrefixOfTokens?(tokenIds: ArrayLike<number>, adapter?: string): readonly CachedPrefix[];
 }
 
 /** What the router hands a strategy when creating it. */

@@ -84,6 +84,8 @@ export interface ReplicaSpec {
   /** The engine's KV cache event endpoint (ZeroMQ PUB), when it publishes them. */
   readonly kvEvents?: string;
   readonly kvEventsTopic: string;
+  /** The engine's KV event replay endpoint (ZeroMQ ROUTER), to recover missed batches. */
+  readonly kvEventsReplay?: string;
 }
 
 export interface StrategySlot {

@@ -91,6 +91,7 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
           capacity: replicaCapacity({ maxLoras: r.max_loras, maxNumSeqs: r.max_num_seqs, maxQueue: r.max_queue }),
           kvEvents: r.kv_events,
           kvEventsTopic: r.kv_events_topic,
+          kvEventsReplay: r.kv_events_replay,
         };
         replicas.set(r.id, replica);
         poolReplicas.push(replica);
