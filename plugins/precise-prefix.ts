@@ -8,6 +8,9 @@
 // skipped. When a candidate's events are missing or stale (requests were
 // routed to it and no event came for `max_event_age_ms`), it passes: the next
 // strategy in the chain (approximate prefix affinity) decides.
+// With the prompt's token ids (a tokenizer configured for the model) the
+// lookup is by token content, which matches a real vLLM or SGLang; without
+// them, by the router's prefix hashes, which only the simulator's engines use.
 import { loadScore, type Alternative, type Candidate, type CachedPrefix, type StrategyDefinition } from '../sdk/index.ts';
 
 /** A replica's entry: a scan, as a pool has a handful of replicas and a Map per request would cost more. */
@@ -28,7 +31,7 @@ interface Config {
 
 export default {
   name: 'precise-prefix',
-  version: '1.0.0',
+  version: '1.1.0',
   sdk: '^1.1',
   description: 'Longest prefix each replica actually holds, from the engines’ KV cache events; falls back when events are stale.',
   configSchema: {
@@ -61,9 +64,10 @@ export default {
     return {
       pick(request, candidates) {
         if (index === undefined) return { pass: true, reason: 'this router has no KV event index' };
-        const hashes = request.prefixHashes;
-        if (hashes.length === 0) return { pass: true, reason: 'prompt shorter than one block' };
-        const matches = index.longestPrefix(hashes);
+        const tokenIds = index.longestPrefixOfTokens ? request.promptTokenIds : undefined;
+        const hashes = tokenIds === undefined ? request.prefixHashes : undefined;
+        if (hashes?.length === 0) return { pass: true, reason: 'prompt shorter than one block' };
+        const matches = tokenIds !== undefined ? index.longestPrefixOfTokens!(tokenIds, request.adapter) : index.longestPrefix(hashes!);
         const now = ctx.now();
         let total = 0;
         for (const candidate of candidates) {
@@ -77,7 +81,9 @@ export default {
         let bestLoad = Infinity;
         const alternatives: Alternative[] = [];
         for (const candidate of candidates) {
-          const blocks = matchOf(matches, candidate.id)!.blocks;
+          const match = matchOf(matches, candidate.id)!;
+          // Tokens when known: replicas of one pool may cache in blocks of different sizes.
+          const blocks = match.tokens ?? match.blocks;
           const { kvUsage, inFlight } = candidate.signals;
           if (kvUsage >= config.release_threshold) {
             alternatives.push({ replica: candidate.id, score: blocks, note: `released: kv ${kvUsage.toFixed(2)}` });
@@ -95,13 +101,18 @@ export default {
             bestLoad = load;
           }
         }
-        if (best === undefined || bestBlocks < config.min_match_blocks) {
+        const bestMatch = best && matchOf(matches, best.id)!;
+        if (best === undefined || bestMatch!.blocks < config.min_match_blocks) {
           return { pass: true, reason: best === undefined ? 'every replica is past the release valve' : `no replica holds ${config.min_match_blocks}+ blocks of the prompt` };
         }
-        return { replica: best.id, reason: `holds ${bestBlocks} of ${hashes.length} prefix blocks (KV events)`, alternatives };
+        const reason =
+          tokenIds !== undefined
+            ? `holds ${bestMatch!.tokens ?? 0} of ${tokenIds.length} prompt tokens (KV events)`
+            : `holds ${bestBlocks} of ${hashes!.length} prefix blocks (KV events)`;
+        return { replica: best.id, reason, alternatives };
       },
       onRouted(request, replica) {
-        if (request.prefixHashes.length > 0 && !unconfirmedSince.has(replica)) unconfirmedSince.set(replica, ctx.now());
+        if (!unconfirmedSince.has(replica) && ((request.promptTokenIds?.length ?? 0) > 0 || request.prefixHashes.length > 0)) unconfirmedSince.set(replica, ctx.now());
       },
     };
   },

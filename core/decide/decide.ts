@@ -216,6 +216,7 @@ class Routed implements RoutedRequest {
   readonly priority: Priority;
   readonly promptTokens: number;
   readonly maxTokens: number;
+  readonly promptTokenIds?: Uint32Array;
   // Private (#): a strategy sees the prefix hashes, never the prompt itself.
   readonly #facts: RequestFacts;
   readonly #settings: Snapshot['settings'];
@@ -241,6 +242,7 @@ class Routed implements RoutedRequest {
     this.priority = priority;
     this.promptTokens = facts.promptTokens;
     this.maxTokens = maxTokens;
+    if (facts.promptTokenIds !== undefined) this.promptTokenIds = facts.promptTokenIds;
     this.#facts = facts;
     this.#settings = settings;
     this.#blockHashes = blockHashes;

@@ -69,8 +69,20 @@ export class KvDecoder {
     this.#backlog += payload.length;
     return new Promise((resolve) => {
       this.#pending.set(id, { resolve, bytes: payload.length });
-      worker.postMessage({ id, seq, payload });
+      // Moved, not copied, when the bytes are a buffer of their own (ZeroMQ's large messages are):
+      // copying 16 MiB would cost the loop tens of ms on a busy machine.
+      const whole = payload.byteOffset === 0 && payload.byteLength === payload.buffer.byteLength && payload.buffer instanceof ArrayBuffer;
+      try {
+        worker.postMessage({ id, seq, payload }, whole ? [payload.buffer as ArrayBuffer] : []);
+      } catch {
+        worker.postMessage({ id, seq, payload });
+      }
     });
+  }
+
+  /** Starts the worker ahead of the first message (its start costs the loop a few ms once). */
+  async warm(): Promise<void> {
+    await this.worker();
   }
 
   private worker(): Promise<Worker | undefined> {

@@ -77,7 +77,7 @@ export interface KvIndexOptions {
 }
 
 /** Block operations applied before `applySliced` yields to the event loop. */
-const SLICE_BLOCKS = 8_192;
+const SLICE_BLOCKS = 2_048;
 /** Most blocks of a prompt looked up: 256 blocks of 16 tokens is 4k tokens. */
 const MAX_LOOKUP_BLOCKS = 8_192;
 
@@ -216,6 +216,11 @@ export class KvIndex implements KvIndexView {
     entry.lastEventAt = this.now();
     this.counters.batches++;
     return new BatchRun(this.counters, batch.events, (event, from, budget, state) => this.applyEvent(entry, event, from, budget, state));
+  }
+
+  /** Milliseconds since a lookup last found a block on some replica; Infinity when none ever did. */
+  lastMatchAgeMs(): number {
+    return this.now() - this.lookups.lastMatchAt;
   }
 
   /** Counts a frame that could not be decoded. */

@@ -37,6 +37,8 @@ export interface KvEventSource {
 export const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 /** Messages ZeroMQ holds for us: the loop reads continuously and bounds what it keeps itself. */
 const RECEIVE_HIGH_WATER_MARK = 1_000;
+/** Bytes received between turns given back to the event loop. */
+const YIELD_EVERY_BYTES = 4 * 1024 * 1024;
 /** Decoded batches waiting to be applied, per replica: beyond this they are dropped (and replayed). */
 const MAX_WAITING_BATCHES = 256;
 /** After a disconnect, how long ZeroMQ has to start reconnecting before the subscription does it. */
@@ -100,8 +102,16 @@ class Subscription {
   }
 
   private async receive(socket: Subscriber): Promise<void> {
+    let bytesSinceYield = 0;
     try {
       for await (const frames of socket) {
+        // Messages already queued arrive as resolved promises, all in one turn of
+        // the loop: give the loop a turn every few MiB received.
+        for (const frame of frames) bytesSinceYield += frame.length;
+        if (bytesSinceYield > YIELD_EVERY_BYTES) {
+          bytesSinceYield = 0;
+          await new Promise((resolve) => setImmediate(resolve));
+        }
         const seq = frames.length === 3 ? sequenceOf(frames[1]) : undefined;
         if (seq === undefined) {
           this.malformed(frames.length === 3 ? `the sequence frame has ${frames[1].length} bytes, not 8` : `expected 3 frames (topic, sequence, payload), got ${frames.length}`);
@@ -214,6 +224,7 @@ export class KvEventFeed {
   private readonly decoder: KvDecoder;
   private zmq: ZeroMq | undefined;
   private loading: Promise<void> | undefined;
+  private warming: Promise<void> | undefined;
   private wanted: readonly KvEventSource[] = [];
   private closed = false;
 
@@ -255,6 +266,7 @@ export class KvEventFeed {
     }
     const zmq = this.zmq;
     if (!zmq) return;
+    if (sources.length > 0) this.warming ??= this.decoder.warm();
     for (const source of sources) {
       if (this.subscriptions.has(source.replica)) continue;
       try {
@@ -274,6 +286,7 @@ export class KvEventFeed {
     const subscription = this.subscriptions.get(replica);
     if (!subscription) return false;
     await subscription.connected;
+    await this.warming;
     return true;
   }
 

@@ -68,7 +68,7 @@ export function registerKvMetrics(registry: Registry, index: KvIndex): void {
     help: 'Seconds since a lookup last found a block in the KV index (+Inf when none ever did). High while the index holds blocks and lookups happen: the router does not match the engines (docs/kv-events.md).',
     registers: [registry],
     collect() {
-      this.set((Date.now() - index.lookups.lastMatchAt) / 1000);
+      this.set(index.lastMatchAgeMs() / 1000);
     },
   });
   new Gauge({

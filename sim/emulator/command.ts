@@ -9,7 +9,8 @@ import type { EngineKind } from './metrics.ts';
 import { startEmulator, type Emulator, type EmulatorOptions } from './server.ts';
 
 export const EMULATE_USAGE = `usage: switchyard emulate --profile NAME [--port N] [--host H] [--engine vllm|sglang]
-                          [--speed X] [--model NAME] [--lora NAME]... [--kv-events ENDPOINT [--kv-events-topic T]]
+                          [--speed X] [--model NAME] [--lora NAME]... [--tokenizer DIR]
+                          [--kv-events ENDPOINT [--kv-events-topic T] [--kv-events-replay ENDPOINT] [--kv-hash-seed S]]
   --profile   engine profile: ${PROFILE_NAMES.join(', ')}
   --port      port to listen on (default 8000; 0 picks a free one)
   --host      address to bind (default 127.0.0.1)
@@ -18,7 +19,11 @@ export const EMULATE_USAGE = `usage: switchyard emulate --profile NAME [--port N
   --model     served model name (default: the profile's model)
   --lora      a LoRA adapter to register and pre-load; repeat for more
   --kv-events publish KV cache events as vLLM does (ZeroMQ PUB), e.g. tcp://127.0.0.1:5557
-  --kv-events-topic  their topic (default kv-events)`;
+  --kv-events-topic  their topic (default kv-events)
+  --kv-events-replay serve missed batches again on this endpoint (vLLM's replay_endpoint), e.g. tcp://127.0.0.1:5558
+  --kv-hash-seed     seed the block hashes (vLLM's PYTHONHASHSEED; random per process without it)
+  --tokenizer the model's Hugging Face tokenizer folder (tokenizer.json, tokenizer_config.json):
+              prompts are rendered with its chat template and tokenized, blocks cached and hashed as vLLM does`;
 
 export interface CommandIO {
   readonly stdout?: { write(text: string): unknown };
@@ -49,6 +54,9 @@ export function parseEmulateArgs(argv: readonly string[]): EmulatorOptions | 'he
         lora: { type: 'string', multiple: true },
         'kv-events': { type: 'string' },
         'kv-events-topic': { type: 'string' },
+        'kv-events-replay': { type: 'string' },
+        'kv-hash-seed': { type: 'string' },
+        tokenizer: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -77,6 +85,11 @@ export function parseEmulateArgs(argv: readonly string[]): EmulatorOptions | 'he
   if (kvEvents !== undefined && !/^(tcp|ipc):\/\/\S{1,200}$/.test(kvEvents)) {
     throw new UsageError(`--kv-events must be a ZeroMQ endpoint such as tcp://127.0.0.1:5557, got '${kvEvents}'`);
   }
+  const replay = values['kv-events-replay'];
+  if (replay !== undefined && !/^(tcp|ipc):\/\/\S{1,200}$/.test(replay)) {
+    throw new UsageError(`--kv-events-replay must be a ZeroMQ endpoint such as tcp://127.0.0.1:5558, got '${replay}'`);
+  }
+  if (values.tokenizer !== undefined && values.tokenizer.trim() === '') throw new UsageError('--tokenizer must name a folder');
 
   return {
     port,
@@ -88,6 +101,9 @@ export function parseEmulateArgs(argv: readonly string[]): EmulatorOptions | 'he
     adapters: values.lora ?? [],
     kvEvents,
     kvEventsTopic: values['kv-events-topic'],
+    kvEventsReplay: replay,
+    kvHashSeed: values['kv-hash-seed'],
+    tokenizer: values.tokenizer,
   };
 }
 

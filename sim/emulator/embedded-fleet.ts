@@ -7,6 +7,14 @@ import type { ReplicaSpec, Snapshot } from '../../core/policy/snapshot.ts';
 
 const EMULATE = 'emulate://';
 
+/** A model's tokenizer folder, when it names one (not `engine`, which asks the replica itself). */
+function tokenizerDir(model: unknown): string | undefined {
+  const tokenizer = (model as { tokenizer?: unknown } | undefined)?.tokenizer;
+  if (typeof tokenizer === 'string' && tokenizer !== 'engine') return tokenizer;
+  const dir = (tokenizer as { dir?: unknown } | undefined)?.dir;
+  return typeof dir === 'string' ? dir : undefined;
+}
+
 export const isEmulated = (url: string) => url.startsWith(EMULATE);
 
 interface Running {
@@ -39,7 +47,9 @@ export class EmbeddedFleet implements ReplicaAddresses {
     }
     const starts: Promise<unknown>[] = [];
     for (const [id, { spec, model, adapters }] of wanted) {
-      const key = `${spec.url}|${spec.engine}|${model}|${spec.adapters.join(',')}|${adapters.join(',')}|${spec.maxLoras}|${spec.maxNumSeqs}|${spec.kvEvents ?? ''}|${spec.kvEventsTopic}`;
+      // The model's tokenizer (models.yaml `tokenizer: DIR`) is the engine's too, as vLLM loads the model's folder.
+      const tokenizer = tokenizerDir(snapshot.models.get(model));
+      const key = `${spec.url}|${spec.engine}|${model}|${spec.adapters.join(',')}|${adapters.join(',')}|${spec.maxLoras}|${spec.maxNumSeqs}|${spec.kvEvents ?? ''}|${spec.kvEventsTopic}|${spec.kvEventsReplay ?? ''}|${tokenizer ?? ''}`;
       const current = this.running.get(id);
       if (current?.key === key) continue;
       if (current) void current.emulator.then((e) => e.close()).catch(() => {});
@@ -57,6 +67,8 @@ export class EmbeddedFleet implements ReplicaAddresses {
         // The router subscribes to this endpoint: the emulator binds it (tcp://127.0.0.1:PORT).
         kvEvents: spec.kvEvents,
         kvEventsTopic: spec.kvEventsTopic || undefined,
+        kvEventsReplay: spec.kvEventsReplay,
+        tokenizer,
       });
       const running: Running = { key, emulator };
       this.running.set(id, running);

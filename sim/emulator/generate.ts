@@ -17,6 +17,8 @@ export interface PromptJob {
   readonly blocks: PromptBlocks;
   readonly maxTokens: number;
   readonly finishReason: 'stop' | 'length';
+  /** The answer's first word without its leading space: a tokenized chat answer starts a turn (see prompt.ts answerTokenIds). */
+  readonly trimFirst?: boolean;
 }
 
 export interface GenerationJob {
@@ -97,7 +99,14 @@ export function generate(
       } else if (aborted) {
         reject(new EmulatorError('ServiceUnavailableError', 'the engine stopped before the request finished'));
       } else {
-        resolve(fullResponse(kind, head, done.map((r) => ({ text: fillerText(r.outputTokens), finishReason: r.finishReason })), totals));
+        resolve(
+          fullResponse(
+            kind,
+            head,
+            done.map((r, i) => ({ text: job.prompts[i].trimFirst ? fillerText(r.outputTokens).trimStart() : fillerText(r.outputTokens), finishReason: r.finishReason })),
+            totals,
+          ),
+        );
       }
     };
 
@@ -122,7 +131,8 @@ export function generate(
             ? (index) => {
                 if (!writable()) return;
                 if (kind === 'chat' && index === 0) raw.write(roleChunk(head, i));
-                raw.write(tokenChunk(kind, head, i, fillerToken(index), index === last ? prompt.finishReason : null));
+                const token = index === 0 && prompt.trimFirst ? fillerToken(0).trimStart() : fillerToken(index);
+                raw.write(tokenChunk(kind, head, i, token, index === last ? prompt.finishReason : null));
               }
             : undefined,
           onFinish: (result) => {

@@ -1,6 +1,7 @@
 // Reads the OpenAI request bodies the emulator serves into plain specs,
 // refusing what vLLM would refuse with a 400 that names the field.
 import { badRequest } from './errors.ts';
+import type { ChatInput } from './engine-tokenizer.ts';
 import { renderChat } from './prompt.ts';
 
 export type GenerationKind = 'chat' | 'completion';
@@ -15,6 +16,8 @@ export interface GenerationSpec {
   readonly maxTokens: number | undefined;
   readonly stream: boolean;
   readonly includeUsage: boolean;
+  /** A chat as sent, for an engine with a tokenizer to render with its chat template. */
+  readonly chat?: ChatInput;
 }
 
 export interface EmbeddingSpec {
@@ -82,7 +85,19 @@ export function parseChatBody(raw: unknown): GenerationSpec {
     prompts: [renderChat(messages as { role: string; content?: unknown }[])],
     maxTokens: optionalPositiveInt(body, 'max_completion_tokens') ?? optionalPositiveInt(body, 'max_tokens'),
     ...streamFlags(body),
+    chat: chatInput(body, messages as ChatInput['messages']),
   };
+}
+
+/** The fields vLLM hands the chat template. */
+export function chatInput(body: Body, messages: ChatInput['messages']): ChatInput {
+  const kwargs = body.chat_template_kwargs;
+  if (kwargs !== undefined && kwargs !== null && (typeof kwargs !== 'object' || Array.isArray(kwargs))) {
+    throw badRequest('`chat_template_kwargs` must be an object', 'chat_template_kwargs');
+  }
+  const addGenerationPrompt = body.add_generation_prompt ?? true;
+  if (typeof addGenerationPrompt !== 'boolean') throw badRequest('`add_generation_prompt` must be a boolean', 'add_generation_prompt');
+  return { messages, tools: body.tools ?? undefined, chatTemplateKwargs: (kwargs as Record<string, unknown> | null) ?? undefined, addGenerationPrompt };
 }
 
 export function parseCompletionBody(raw: unknown): GenerationSpec {

@@ -12,7 +12,10 @@ import { generate, type PromptJob } from './generate.ts';
 import { KvEventPublisher } from './kv-publisher.ts';
 import { EngineExporter, type EngineKind } from './metrics.ts';
 import { parseChatBody, parseCompletionBody, parseEmbeddingBody, parseLoraBody, type GenerationSpec } from './parse-request.ts';
-import { estimateTokens, sequenceBlocks } from './prompt.ts';
+import { EngineTokenizer } from './engine-tokenizer.ts';
+import { answerTokenIds, estimateTokens, sequenceBlocks, tokenBlocks } from './prompt.ts';
+import { tokenizeRoutes } from './tokenize-routes.ts';
+import { VllmBlockHasher } from './vllm-block-hash.ts';
 import { responseId } from './responses.ts';
 import { scaledClock } from './scaled-clock.ts';
 import { ServedModels } from './served-models.ts';
@@ -44,6 +47,14 @@ export interface EmulatorOptions {
   readonly kvEvents?: string;
   /** The events' topic (vLLM's kv-events-config topic). Default "kv-events". */
   readonly kvEventsTopic?: string;
+  /** Serve buffered batches again on this ZeroMQ endpoint (vLLM's kv-events-config replay_endpoint). */
+  readonly kvEventsReplay?: string;
+  /** The model's Hugging Face tokenizer folder: prompts are tokenized and blocks cached as vLLM does. */
+  readonly tokenizer?: string;
+  /** Seeds the block hashes (vLLM's PYTHONHASHSEED); random per process without it. */
+  readonly kvHashSeed?: string;
+  /** How events carry block hashes: 'int' (the last 8 bytes, vLLM's default) or 'bytes' (the digest). */
+  readonly kvHashForm?: 'int' | 'bytes';
 }
 
 export interface Emulator {
@@ -52,6 +63,7 @@ export interface Emulator {
   readonly engine: EngineModel;
   /** Where KV cache events are published (the bound endpoint), when they are. */
   readonly kvEvents?: string;
+  readonly kvEventsReplay?: string;
   /** Makes GET /health answer 200 (true) or 503 (false); generation is unaffected. */
   setHealthy(ok: boolean): void;
   close(): Promise<void>;
@@ -79,9 +91,11 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
   const models = new ServedModels({ servedModelName: servedName, modelPath, maxModelLen: profile.maxModelLen, ownedBy: kind });
   for (const adapter of new Set([...adapters, ...(options.registeredAdapters ?? [])])) models.register(adapter, `/adapters/${adapter}`);
   const exporter = new EngineExporter(kind, servedName, engine);
+  const tokenizer = options.tokenizer === undefined ? undefined : await EngineTokenizer.load(options.tokenizer);
+  const hasher = new VllmBlockHasher(options.kvHashSeed, options.kvHashForm);
   let publisher: KvEventPublisher | undefined;
   if (options.kvEvents !== undefined) {
-    publisher = await KvEventPublisher.bind(options.kvEvents, options.kvEventsTopic ?? 'kv-events', profile.blockSize);
+    publisher = await KvEventPublisher.bind(options.kvEvents, options.kvEventsTopic ?? 'kv-events', profile.blockSize, options.kvEventsReplay);
     engine.setKvListener(new KvEventRecorder(publisher.record.bind(publisher)));
   }
   let healthy = true;
@@ -104,8 +118,17 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
 
   const runGeneration = (spec: GenerationSpec, reply: FastifyReply): Promise<object | undefined> => {
     const adapter = models.resolve(spec.model);
+    const chat = spec.kind === 'chat';
     const prompts = spec.prompts.map((text): PromptJob => {
-      const promptTokens = estimateTokens(text);
+      let ids: number[] | undefined;
+      if (tokenizer) {
+        try {
+          ids = chat ? tokenizer.encodeChat(spec.chat!) : tokenizer.encode(text, true);
+        } catch (error) {
+          throw badRequest(`the chat template failed to render: ${String((error as Error).message).slice(0, 300)}`, 'messages');
+        }
+      }
+      const promptTokens = ids ? ids.length : estimateTokens(text);
       const requested = spec.maxTokens ?? 1;
       if (promptTokens + requested > profile.maxModelLen) {
         throw badRequest(
@@ -115,12 +138,11 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
         );
       }
       const maxTokens = spec.maxTokens ?? Math.min(defaultMaxTokens, profile.maxModelLen - promptTokens);
-      return {
-        promptTokens,
-        blocks: sequenceBlocks(text, maxTokens, servedName, adapter, spec.kind === 'chat'),
-        maxTokens,
-        finishReason: spec.maxTokens === undefined ? 'stop' : 'length',
-      };
+      // The whole sequence the engine will hold: the prompt, then the answer it generates (vLLM caches both).
+      const blocks = ids
+        ? tokenBlocks([...ids, ...answerTokenIds(tokenizer!, maxTokens, chat)], profile.blockSize, hasher, adapter)
+        : sequenceBlocks(text, maxTokens, hasher, adapter, chat);
+      return { promptTokens, blocks, maxTokens, finishReason: spec.maxTokens === undefined ? 'stop' : 'length', trimFirst: ids !== undefined && chat };
     });
     const head = {
       id: responseId(spec.kind, randomUUID().replaceAll('-', '')),
@@ -141,6 +163,8 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
   });
 
   app.get('/v1/models', async () => models.list());
+
+  tokenizeRoutes(app, { tokenizer, maxModelLen: profile.maxModelLen, resolveModel: (model) => models.resolve(model) });
 
   app.post('/v1/load_lora_adapter', async (request, reply) => {
     const { name, path } = parseLoraBody(request.body, true);
@@ -180,6 +204,7 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
     port,
     engine,
     kvEvents: publisher?.endpoint,
+    kvEventsReplay: publisher?.replayEndpoint,
     setHealthy(ok) {
       healthy = ok;
     },

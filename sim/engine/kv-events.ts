@@ -6,11 +6,12 @@
 // leaves (at most one entry per cached block). Blocks without a name are
 // cached but not reported, as their removal is then.
 import type { KvCacheListener } from './kv-cache.ts';
-import type { PromptBlocks } from './prompt-blocks.ts';
+import type { BlockName, PromptBlocks } from './prompt-blocks.ts';
 
-export type KvBlockEvent =
-  | { readonly type: 'stored'; readonly hashes: number[]; readonly parent: number | null; readonly tokenIds: number[] }
-  | { readonly type: 'removed'; readonly hashes: number[] }
+/** Blocks named `N`: numbers in the simulator (the router's hashes), vLLM's hashes in the emulator. */
+export type KvBlockEvent<N extends BlockName = number> =
+  | { readonly type: 'stored'; readonly hashes: N[]; readonly parent: N | null; readonly tokenIds: number[]; readonly adapter?: string }
+  | { readonly type: 'removed'; readonly hashes: N[] }
   | { readonly type: 'cleared' };
 
 /** (stream, block) as one number: streams are 32-bit, blocks fewer than 2^20 (16M tokens). */
@@ -18,10 +19,10 @@ function blockKey(stream: number, block: number): number {
   return (stream >>> 0) * 0x10_0000 + block;
 }
 
-export class KvEventRecorder implements KvCacheListener {
-  private readonly names = new Map<number, number>();
+export class KvEventRecorder<N extends BlockName = number> implements KvCacheListener {
+  private readonly names = new Map<number, N>();
 
-  constructor(private readonly emit: (event: KvBlockEvent) => void) {}
+  constructor(private readonly emit: (event: KvBlockEvent<N>) => void) {}
 
   /** Blocks reported stored and not yet removed. */
   get size(): number {
@@ -29,19 +30,19 @@ export class KvEventRecorder implements KvCacheListener {
   }
 
   /** The hash reported for block `block` of `stream`, if it is cached and was reported. */
-  nameOf(stream: number, block: number): number | undefined {
+  nameOf(stream: number, block: number): N | undefined {
     return this.names.get(blockKey(stream, block));
   }
 
   stored(prompt: PromptBlocks, from: number, to: number): void {
-    const hashes = prompt.hashes;
+    const hashes = prompt.hashes as ArrayLike<N> | undefined;
     if (hashes === undefined) return;
     const end = to < hashes.length ? to : hashes.length;
     if (end <= from) return;
     const { streams, ends } = prompt;
     let r = 0;
     while (ends[r] <= from) r++;
-    const stored: number[] = [];
+    const stored: N[] = [];
     const tokenIds: number[] = [];
     for (let j = from; j < end; j++) {
       if (j >= ends[r]) r++;
@@ -49,11 +50,11 @@ export class KvEventRecorder implements KvCacheListener {
       stored.push(hashes[j]);
       if (prompt.tokenIds) for (const id of prompt.tokenIds(j)) tokenIds.push(id);
     }
-    this.emit({ type: 'stored', hashes: stored, parent: from > 0 ? hashes[from - 1] : null, tokenIds });
+    this.emit({ type: 'stored', hashes: stored, parent: from > 0 ? hashes[from - 1] : null, tokenIds, adapter: prompt.adapter });
   }
 
   removed(stream: number, lo: number, hi: number): void {
-    const removed: number[] = [];
+    const removed: N[] = [];
     // Evicted from the last block down, as the cache does.
     for (let j = hi - 1; j >= lo; j--) {
       const key = blockKey(stream, j);

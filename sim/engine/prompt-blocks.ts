@@ -7,19 +7,24 @@
 // work on ranges of blocks instead of one block at a time; a prompt hashed
 // block by block (the emulator, a trace) is a run per block.
 
+/** What KV events call a block: the simulator's router-side hashes, or an emulated vLLM's own (an integer or bytes). */
+export type BlockName = number | bigint | Uint8Array;
+
 export interface PromptBlocks {
   /** Each run's stream: a 32-bit key that identifies the run and everything before it. */
   readonly streams: ArrayLike<number>;
   /** Each run's end, exclusive and increasing: run r covers blocks [ends[r-1] (0 for the first), ends[r]). */
   readonly ends: ArrayLike<number>;
   /**
-   * Block j's chained hash as a router computes it (sdk `prefixHashes`): the
-   * name KV events give the block. Blocks past its end are cached but not
-   * reported.
+   * Block j's name in KV events: in the simulator, its chained hash as a
+   * router computes it (sdk `prefixHashes`); in the emulator, vLLM's block
+   * hash. Blocks past its end are cached but not reported.
    */
-  readonly hashes?: ArrayLike<number>;
+  readonly hashes?: ArrayLike<BlockName>;
   /** The token ids of block j, for KV events (BlockStored carries them). */
   readonly tokenIds?: (block: number) => number[];
+  /** The LoRA adapter the blocks were computed with (KV events name it). */
+  readonly adapter?: string;
 }
 
 /** A prompt with no cacheable blocks. */
@@ -27,7 +32,12 @@ export const NO_BLOCKS: PromptBlocks = { streams: [], ends: [] };
 
 /** Per-block chained hashes (`prefixHashes`), one run each; each block's hash is its name in KV events. */
 export function blocksOfHashes(hashes: readonly number[], tokenIds?: (block: number) => number[]): PromptBlocks {
-  return { streams: hashes, ends: Array.from({ length: hashes.length }, (_, i) => i + 1), hashes, tokenIds };
+  return blocksOf(hashes, hashes, tokenIds);
+}
+
+/** One run per block: `streams` tells blocks apart in the cache, `names` are what KV events call them. */
+export function blocksOf(streams: readonly number[], names: readonly BlockName[], tokenIds?: (block: number) => number[]): PromptBlocks {
+  return { streams, ends: Array.from({ length: streams.length }, (_, i) => i + 1), hashes: names, tokenIds };
 }
 
 /** The number of blocks a prompt's runs cover. */

@@ -13,13 +13,16 @@ import { blockCount, type PromptBlocks } from '../../sim/engine/prompt-blocks.ts
 import type { EngineResult } from '../../sim/engine/types.ts';
 import { ASSISTANT_HEADER, estimateTokens, renderChat, sequenceBlocks } from '../../sim/emulator/prompt.ts';
 import { fillerText } from '../../sim/emulator/filler.ts';
+import { VllmBlockHasher } from '../../sim/emulator/vllm-block-hash.ts';
+
+const hasher = new VllmBlockHasher('kv-events-test');
 import { addRun, emptyRuns, engineBlocks, rawBlockIds } from '../../sim/workload/block-runs.ts';
 import { VirtualClock } from './virtual-clock.ts';
 
 const key = (stream: number, block: number) => `${stream >>> 0}:${block}`;
 
 /** The name every (stream, block) of the prompts seen should get: a hash is a function of the prefix, so one name each. */
-function recordNames(names: Map<string, number>, prompt: PromptBlocks): void {
+function recordNames(names: Map<string, unknown>, prompt: PromptBlocks): void {
   let r = 0;
   for (let j = 0; j < blockCount(prompt); j++) {
     while (prompt.ends[r] <= j) r++;
@@ -69,7 +72,7 @@ function randomWorkload(seed: string, fastForward: boolean, style: 'runs' | 'blo
     } else {
       // The emulator's: a block per run, text hashed as the router hashes it.
       const text = `system prompt ${family} `.repeat(system * 4) + `user ${Math.floor(random() * 3)} `.repeat(own * 8 + 1);
-      blocks = sequenceBlocks(text, maxTokens, 'm', undefined, true);
+      blocks = sequenceBlocks(text, maxTokens, hasher, undefined, true);
     }
     recordNames(names, blocks);
     const id = `r${n++}`;
@@ -114,7 +117,7 @@ describe('KV events', () => {
     const messages = [{ role: 'system', content: 'You are terse. '.repeat(20) }, { role: 'user', content: 'Tell me about prefix caches, please.' }];
     const first = renderChat(messages);
     const maxTokens = 120;
-    engine.submit({ id: 't1', promptTokens: estimateTokens(first), maxTokens, blocks: sequenceBlocks(first, maxTokens, 'm', undefined, true) });
+    engine.submit({ id: 't1', promptTokens: estimateTokens(first), maxTokens, blocks: sequenceBlocks(first, maxTokens, hasher, undefined, true) });
     clock.run();
     const second = renderChat([...messages, { role: 'assistant', content: fillerText(maxTokens) }, { role: 'user', content: 'And then?' }]);
     assert.ok(second.startsWith(first + ASSISTANT_HEADER + fillerText(maxTokens)));
@@ -123,7 +126,7 @@ describe('KV events', () => {
       id: 't2',
       promptTokens: estimateTokens(second),
       maxTokens: 4,
-      blocks: sequenceBlocks(second, 4, 'm', undefined, true),
+      blocks: sequenceBlocks(second, 4, hasher, undefined, true),
       onFinish: (result) => (cached = result.cachedTokens),
     });
     clock.run();

