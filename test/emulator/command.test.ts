@@ -45,7 +45,8 @@ describe('switchyard emulate', () => {
 
   it('reads every flag', () => {
     const flags = ['--profile', 'tiny', '--port', '0', '--engine', 'sglang', '--speed', '2.5', '--model', 'm', '--lora', 'a', '--lora', 'b'];
-    assert.deepEqual(parseEmulateArgs([...flags, '--kv-events', 'tcp://127.0.0.1:5557', '--kv-events-topic', 'kv']), {
+    const kv = ['--kv-events', 'tcp://127.0.0.1:5557', '--kv-events-topic', 'kv', '--kv-events-replay', 'tcp://127.0.0.1:5558', '--kv-hash-seed', '7', '--tokenizer', 'models/llama'];
+    assert.deepEqual(parseEmulateArgs([...flags, ...kv]), {
       port: 0,
       host: '127.0.0.1',
       profile: 'tiny',
@@ -55,6 +56,9 @@ describe('switchyard emulate', () => {
       adapters: ['a', 'b'],
       kvEvents: 'tcp://127.0.0.1:5557',
       kvEventsTopic: 'kv',
+      kvEventsReplay: 'tcp://127.0.0.1:5558',
+      kvHashSeed: '7',
+      tokenizer: 'models/llama',
     });
     assert.throws(() => parseEmulateArgs([...flags, '--kv-events', 'http://x']), /--kv-events must be a ZeroMQ endpoint/);
   });

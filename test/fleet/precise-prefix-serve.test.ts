@@ -1,13 +1,15 @@
 // precise-prefix end to end: the real router in front of emulated engines
-// that publish KV events over ZeroMQ on loopback, the router's feed and
-// index wired as `serve` wires them. A conversation's next turn, and a new
-// conversation sharing its system prompt, go where the engine reports the
-// prompt cached, and the decision says so.
+// that publish KV events over ZeroMQ on loopback as vLLM 0.26 does (block
+// hashes of their own, from a random seed), the router's feed and index
+// wired as `serve` wires them. A router that does not know the prompt's token
+// ids cannot match what the engines hold: the index fills, no lookup ever
+// matches, the chain's next strategy decides, and /metrics says so loudly.
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { after, test } from 'node:test';
 import { KvIndex } from '../../core/fleet/kv-index.ts';
 import { KvEventFeed, kvEventSources } from '../../core/fleet/kv-subscriber.ts';
+import { registerKvMetrics } from '../../core/observe/kv-metrics.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import { buildSnapshot } from '../../core/policy/load.ts';
 import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
@@ -27,7 +29,7 @@ after(async () => {
   for (const close of closers.reverse()) await close();
 });
 
-test('turns and conversations sharing a prompt follow the engines’ KV events', async () => {
+test('without the prompt’s token ids the index fills but never matches, and the metric says so', async () => {
   const ports = [await freePort(), await freePort()];
   const pools = `kind: pools
 pools:
@@ -46,6 +48,7 @@ pools:
   const snapshot = loaded.snapshot;
   const t = await startTestRouter({}, { policy: fixedPolicy(snapshot) });
   closers.push(() => t.close());
+  registerKvMetrics(t.router.metrics.registry, index);
   const feed = new KvEventFeed(index, { info() {}, warn() {} });
   closers.push(() => feed.close());
   feed.sync(kvEventSources(snapshot.replicas.values()));
@@ -64,16 +67,15 @@ pools:
 
   const first = [system, { role: 'user' as const, content: 'Which yard takes the night train?' }];
   const one = await ask(first, 'c1');
-  assert.doesNotMatch(one.reason, /KV events/, 'nothing is cached yet: the next strategy decides');
   await until(() => index.blockCount(one.replica) > 0, 10_000, 'the first turn’s blocks to be reported');
-
   const two = await ask([...first, { role: 'assistant', content: one.text }, { role: 'user', content: 'And on Sundays?' }], 'c1');
-  assert.equal(two.replica, one.replica);
-  assert.match(two.reason, /holds \d+ of \d+ prefix blocks \(KV events\)/);
-
-  // Another conversation, the same system prompt: placed where that prompt is cached.
-  const other = await ask([system, { role: 'user', content: 'Is yard 7 open?' }], 'c2');
-  assert.equal(other.replica, one.replica);
-  assert.match(other.reason, /KV events/);
+  assert.doesNotMatch(two.reason, /KV events/, 'the engine’s blocks are named by token content the router cannot produce');
   assert.equal(index.counters.malformed, 0);
+
+  const page = await (await fetch(`${t.adminUrl}/metrics`)).text();
+  const value = (pattern: RegExp) => Number(page.match(pattern)?.[1]);
+  assert.ok(value(/^switchyard_kv_index_blocks\{replica="r\d"\} (\d+)$/m) > 0 || /switchyard_kv_index_blocks\{replica="r\d"\} [1-9]/.test(page), page);
+  assert.ok(value(/^switchyard_kv_lookups_total\{result="unmatched"\} (\d+)$/m) >= 1, page);
+  assert.equal(value(/^switchyard_kv_lookups_total\{result="matched"\} (\d+)$/m), 0);
+  assert.match(page, /^switchyard_kv_index_last_match_age_seconds \+Inf$/m);
 });
