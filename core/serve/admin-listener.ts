@@ -5,6 +5,7 @@
 // per request there; a separate socket can. Bound beyond loopback, it
 // refuses to start without a token.
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { adminOriginGuard } from './admin-origin.ts';
 import { adminGuard, registerAdminRoutes, registerProbeRoutes, type AdminHooks } from './admin-routes.ts';
 import { errorBody, rejection } from '../errors.ts';
 import { errorHandler } from './http-errors.ts';
@@ -52,6 +53,8 @@ export async function startAdminListener(
     ajv: { customOptions: { coerceTypes: false, useDefaults: false, removeAdditional: false, allErrors: false } },
   });
   app.setErrorHandler(errorHandler);
+  // Before any route, the 404s included: no answer goes to a rebound host name or another site's page.
+  app.addHook('onRequest', adminOriginGuard(options.host ?? DEFAULT_ADMIN_HOST));
   app.setNotFoundHandler((request, reply) => {
     const r = rejection('route_not_found', `No route ${request.method} ${request.url.split('?')[0].slice(0, 200)} on the admin listener. It serves /admin/state, /admin/decisions, /admin/reload, /admin/replicas/ID/drain, /admin/explorer, /healthz, /readyz and /metrics.`);
     reply.code(404).headers(rejectionHeaders(r, request.id)).send(errorBody(r));

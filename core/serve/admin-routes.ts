@@ -5,6 +5,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errorBody, rejection } from '../errors.ts';
+import { requireNonSimple } from './admin-origin.ts';
 import { rejectionHeaders } from './rejections.ts';
 
 export interface AdminHooks {
@@ -79,11 +80,12 @@ export function registerAdminRoutes(app: FastifyInstance, hooks: AdminHooks, tok
     return found;
   });
 
-  app.post('/admin/reload', { onRequest: guard }, async () => hooks.reload());
+  // State changes: never from a cross-site form (admin-origin.ts).
+  app.post('/admin/reload', { onRequest: [guard, requireNonSimple] }, async () => hooks.reload());
 
   app.post<{ Params: { id: string }; Body: unknown }>(
     '/admin/replicas/:id/drain',
-    { onRequest: guard },
+    { onRequest: [guard, requireNonSimple] },
     async (request, reply) => {
       // No body drains; a body is exactly {"draining": true|false}: "no" is not false.
       const body = request.body;

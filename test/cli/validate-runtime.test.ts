@@ -94,7 +94,7 @@ test('a running router refuses a reload naming an unknown emulate:// profile, an
   try {
     await until(() => fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false), 45_000, 'serve to answer');
     writeFileSync(join(dir, 'pools.yaml'), pool('      - { id: r0, url: "emulate://tiny" }\n      - { id: r1, url: "emulate://nope" }\n'));
-    const reload = (await (await fetch(`http://127.0.0.1:${adminPort}/admin/reload`, { method: 'POST' })).json()) as { result: string; errors: string[] };
+    const reload = (await (await fetch(`http://127.0.0.1:${adminPort}/admin/reload`, { method: 'POST', headers: { 'x-switchyard-admin': '1' } })).json()) as { result: string; errors: string[] };
     assert.equal(reload.result, 'refused');
     assert.match(reload.errors.join('\n'), /pools\.yaml:8:\d+: replica "r1": "emulate:\/\/nope" names no engine profile/);
     const state = (await (await fetch(`http://127.0.0.1:${adminPort}/admin/state`)).json()) as { policy: { generation: number; disk: { matchesLive: boolean } }; replicas: { id: string }[] };

@@ -4,6 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
@@ -15,7 +16,7 @@ import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 
 const files = (pools: string) => ({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools });
 const post = (url: string, body?: string) =>
-  fetch(url, { method: 'POST', ...(body === undefined ? {} : { headers: { 'content-type': 'application/json' }, body }) });
+  fetch(url, { method: 'POST', ...(body === undefined ? { headers: { 'x-switchyard-admin': '1' } } : { headers: { 'content-type': 'application/json' }, body }) });
 
 test('the public listener serves no /admin/* at all; probes and /metrics stay', async () => {
   const t = await startTestRouter(files(tinyPool({ replicas: 1 })));
@@ -156,5 +157,62 @@ test('POST /admin/reload answers live, unchanged or refused with every problem; 
   } finally {
     await t.close();
     await store.close();
+  }
+});
+
+/** A request to the admin listener with headers fetch would not let a test set (Host). */
+function adminRequest(url: string, method: string, headers: Record<string, string>, body?: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method, headers }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode!, body: text }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+test('the admin listener refuses a foreign Host (DNS rebinding), another site\'s page (CSRF) and a bare body-less state change', async () => {
+  const t = await startTestRouter(files(tinyPool({ replicas: 1 })));
+  try {
+    const port = new URL(t.adminUrl).port;
+    const drained = async () => (await json(await fetch(`${t.adminUrl}/admin/state`))).replicas[0].draining as boolean;
+    // A page on attacker.example whose name now resolves to 127.0.0.1.
+    for (const path of ['/admin/state', '/admin/explorer', '/metrics', '/nope']) {
+      const rebound = await adminRequest(`${t.adminUrl}${path}`, 'GET', { host: `attacker.example:${port}` });
+      assert.equal(rebound.status, 403, path);
+      assert.match(JSON.parse(rebound.body).error.message, /does not answer to Host "attacker\.example/);
+    }
+    // A form on another site posting to the drain route: no body, a simple content type.
+    for (const headers of <Record<string, string>[]>[
+      { host: `127.0.0.1:${port}`, origin: 'http://attacker.example', 'content-type': 'text/plain' },
+      { host: `127.0.0.1:${port}`, 'sec-fetch-site': 'cross-site' },
+      { host: `localhost:${port}`, 'sec-fetch-site': 'same-site', 'x-switchyard-admin': '1' },
+      { host: `127.0.0.1:${port}`, origin: `http://localhost:${port}`, 'x-switchyard-admin': '1' },
+    ]) {
+      const answer = await adminRequest(`${t.adminUrl}/admin/replicas/r0/drain`, 'POST', headers);
+      assert.equal(answer.status, 403, JSON.stringify(headers));
+      assert.equal(JSON.parse(answer.body).error.type, 'permission_error');
+    }
+    // Same origin but a simple request (what `mode: "no-cors"` could send): no state change either.
+    const bare = await adminRequest(`${t.adminUrl}/admin/replicas/r0/drain`, 'POST', { host: `127.0.0.1:${port}`, 'content-type': 'text/plain' });
+    assert.equal(bare.status, 403);
+    assert.match(JSON.parse(bare.body).error.message, /x-switchyard-admin: 1/);
+    assert.equal((await adminRequest(`${t.adminUrl}/admin/reload`, 'POST', { host: `localhost:${port}` })).status, 403);
+    assert.equal(await drained(), false, 'nothing above drained the replica');
+
+    // What operators and the explorer page send still works.
+    assert.equal((await adminRequest(`${t.adminUrl}/admin/state`, 'GET', { host: `localhost:${port}`, 'sec-fetch-site': 'same-origin' })).status, 200);
+    assert.equal((await adminRequest(`${t.adminUrl}/admin/replicas/r0/drain`, 'POST', { host: `127.0.0.1:${port}`, 'x-switchyard-admin': '1' })).status, 200);
+    assert.equal(await drained(), true);
+    const json2 = await adminRequest(`${t.adminUrl}/admin/replicas/r0/drain`, 'POST', { host: `localhost:${port}`, origin: `http://localhost:${port}`, 'sec-fetch-site': 'same-origin', 'content-type': 'application/json' }, '{"draining":false}');
+    assert.equal(json2.status, 200);
+    assert.equal(await drained(), false);
+    const explain = await adminRequest(`${t.adminUrl}/admin/explain`, 'POST', { host: `127.0.0.1:${port}`, origin: `http://127.0.0.1:${port}`, 'sec-fetch-site': 'same-origin', 'content-type': 'application/json' }, JSON.stringify({ body: { model: 'tiny', messages: [{ role: 'user', content: 'hi' }] } }));
+    assert.equal(explain.status, 200, explain.body);
+  } finally {
+    await t.close();
   }
 });
