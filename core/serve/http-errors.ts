@@ -3,7 +3,7 @@
 // header, a slow client — answered in OpenAI's shape, never as a 5xx or a
 // stack trace.
 import type { Socket } from 'node:net';
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errorBody, rejection, type Rejection } from '../errors.ts';
 import { JSON_TOO_COMPLEX, UNSUPPORTED_ENCODING } from './json-body.ts';
 import { rejectionHeaders } from './rejections.ts';
@@ -34,14 +34,66 @@ export function toRejection(error: FastifyError, bodyLimit?: number): Rejection 
   return rejection('internal_error', 'The router failed to handle this request.');
 }
 
+/** After a 413, at most this much more of the body is read and dropped, so that the client, still uploading, can read the answer (not EPIPE). */
+const MAX_DISCARD_BYTES = 64 * 1024 * 1024;
+/** Lines about refused requests: at most this many a second per kind (a flood of 404s must not become a flood of log writes). */
+const REFUSAL_LINES_PER_SECOND = 20;
+
+/** A per-second budget of log lines; what it drops is counted in the next line that goes out. */
+class LogBudget {
+  private windowStart = 0;
+  private used = 0;
+  private dropped = 0;
+
+  /** undefined: drop this line; else how many were dropped since the last one. */
+  take(now = Date.now()): number | undefined {
+    if (now - this.windowStart >= 1000) {
+      this.windowStart = now;
+      this.used = 0;
+    }
+    if (this.used >= REFUSAL_LINES_PER_SECOND) {
+      this.dropped++;
+      return undefined;
+    }
+    this.used++;
+    const dropped = this.dropped;
+    this.dropped = 0;
+    return dropped;
+  }
+}
+
+const budgets = { request: new LogBudget(), notFound: new LogBudget(), parse: new LogBudget() };
+
+function logRefusal(log: FastifyBaseLogger, budget: LogBudget, fields: Record<string, unknown>, message: string): void {
+  const dropped = budget.take();
+  if (dropped === undefined) return;
+  log.info(dropped > 0 ? { ...fields, linesDropped: dropped } : fields, message);
+}
+
+const pathOf = (url: string) => url.split('?')[0].slice(0, 200);
+
 export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const r = toRejection(error, request.routeOptions?.bodyLimit);
   if (r.status >= 500) request.log.error({ err: error }, 'unhandled error');
+  else logRefusal(request.log, budgets.request, { status: r.status, reject: r.code, method: request.method, path: pathOf(request.url), detail: r.message.slice(0, 200) }, 'refused before routing');
+  if (r.status === 413) {
+    // The client may still be uploading: read (and drop) a bounded amount so it gets to read this answer, then close.
+    reply.header('connection', 'close');
+    let discarded = 0;
+    const raw = request.raw;
+    if (!raw.complete) {
+      raw.on('data', (chunk: Buffer) => {
+        discarded += chunk.length;
+        if (discarded > MAX_DISCARD_BYTES) raw.socket.destroy();
+      });
+    }
+  }
   reply.code(r.status).headers(rejectionHeaders(r, request.id)).send(errorBody(r));
 }
 
 export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): void {
   const r = rejection('route_not_found', `No route ${request.method} ${request.url.split('?')[0]}. The router serves /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/models.`);
+  logRefusal(request.log, budgets.notFound, { status: 404, method: request.method, path: pathOf(request.url) }, 'no such route');
   reply.code(404).headers(rejectionHeaders(r, request.id)).send(errorBody(r));
 }
 
@@ -57,8 +109,9 @@ export function frameworkErrors(error: FastifyError, request: FastifyRequest, re
  * with its head or body): one OpenAI-shaped answer, then the connection goes,
  * since the byte stream can no longer be trusted.
  */
-export function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket): void {
+export function clientErrorHandler(this: FastifyInstance | undefined, error: NodeJS.ErrnoException, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  if (this?.log) logRefusal(this.log, budgets.parse, { code: error.code, remoteAddress: socket.remoteAddress }, 'not valid HTTP; connection closed');
   let r: Rejection;
   if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') r = rejection('request_timeout', 'The request was not received in time. Send the whole request without pausing, or check the connection.');
   else if (error.code === 'HPE_HEADER_OVERFLOW') r = rejection('headers_too_large', 'The request headers are larger than this router accepts (max_header_bytes). Send fewer or shorter headers.');

@@ -1,11 +1,14 @@
-// The JSON body parser: fastify's own (secure-json-parse: prototype
-// poisoning refused), behind a linear pre-scan of the text that bounds what
-// JSON.parse may be asked to build. Deep nesting (10,000 levels is a
+// The JSON body parser: JSON.parse, behind a linear pre-scan of the text that
+// bounds what it may be asked to build. A key named `__proto__` (a tool
+// schema may have a property of that name: valid JSON) is accepted: JSON.parse
+// makes it an own data property, never a prototype, and the router copies
+// bodies only by spread and JSON.stringify, which keep it data, so it reaches
+// the engine as sent. Deep nesting (10,000 levels is a
 // RangeError when the body is serialized for the engine) and millions of
 // tiny values (8 MB of `[],` is seconds of JSON.parse on the event loop) are
 // a 400 before any parse. A body in a Content-Encoding the router does not
 // decode is a 415 rather than gzip bytes misread as text.
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 
 export const JSON_TOO_COMPLEX = 'SWITCHYARD_JSON_TOO_COMPLEX';
 export const UNSUPPORTED_ENCODING = 'SWITCHYARD_UNSUPPORTED_ENCODING';
@@ -30,7 +33,6 @@ class BodyError extends Error {
 type Done = (error: Error | null, body?: unknown) => void;
 
 export function registerJsonParser(app: FastifyInstance, bounds: JsonBounds): void {
-  const parse = app.getDefaultJsonParser('error', 'error') as (request: FastifyRequest, body: string, done: Done) => void;
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     const encoding = request.headers['content-encoding'];
@@ -43,8 +45,23 @@ export function registerJsonParser(app: FastifyInstance, bounds: JsonBounds): vo
       done(new BodyError(JSON_TOO_COMPLEX, 400, problem));
       return;
     }
-    parse(request, body as string, done);
+    parse(body as string, done);
   });
+}
+
+function parse(text: string, done: Done): void {
+  if (text === '') {
+    done(new BodyError('FST_ERR_CTP_EMPTY_JSON_BODY', 400, "Body cannot be empty when content-type is set to 'application/json'"));
+    return;
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    done(Object.assign(error as Error, { statusCode: 400 }));
+    return;
+  }
+  done(null, value);
 }
 
 /**

@@ -100,7 +100,8 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
   }
   let healthy = true;
 
-  const app = Fastify({ logger: false, bodyLimit: 64 * 1024 * 1024, forceCloseConnections: true });
+  // Like vLLM (Python's json), a key named __proto__ is an ordinary key (a tool schema may have such a property).
+  const app = Fastify({ logger: false, bodyLimit: 64 * 1024 * 1024, forceCloseConnections: true, onProtoPoisoning: 'ignore', onConstructorPoisoning: 'ignore' });
 
   app.setErrorHandler((error: FastifyError, _request, reply) => {
     if (reply.raw.headersSent) {

@@ -33,7 +33,7 @@ export interface TestRouter {
 
 export async function startTestRouter(
   files: Record<string, string>,
-  options: { speed?: number; policy?: ServedPolicy; adminToken?: string; apiKey?: string; tracer?: Tracer; limits?: Partial<ClientLimits> } & Pick<RouterOptions, 'shadow' | 'recorder'> = {},
+  options: { speed?: number; policy?: ServedPolicy; adminToken?: string; apiKey?: string; tracer?: Tracer; limits?: Partial<ClientLimits> } & Pick<RouterOptions, 'shadow' | 'recorder' | 'logger'> = {},
 ): Promise<TestRouter> {
   const withSettings = Object.keys(files).some((name) => name.includes('settings')) ? files : { ...files, 'settings.yaml': FULL_HEADERS_SETTINGS };
   const policy = options.policy ?? fixedPolicy(policyFrom(withSettings));
@@ -41,7 +41,7 @@ export async function startTestRouter(
   const router = await startRouter({
     policy,
     port: 0,
-    logger: false,
+    logger: options.logger ?? false,
     replicas: embedded,
     scrapeIntervalMs: 50,
     healthIntervalMs: 50,

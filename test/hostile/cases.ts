@@ -151,8 +151,8 @@ export function curatedCases(): HostileCase[] {
   for (const body of ['', ' ', '{', '}', '{"model":', 'null', 'true', '123', '"str"', '[]', '[1,2]', "{'model':'tiny'}", '{"model":"tiny",}', '{"a":1}garbage', '\ufeff{"model":"tiny"}', '{"model":NaN}', '{"model":Infinity}', '/* c */{}', '{"model":"tiny"}\u0000', '{"m":1e999999}', '{"m":' + '1'.repeat(100_000) + '}', '{"model":"\\x41"}', '{"model":"\\u12"}', '{"model":"tiny","model":"other","messages":[{"role":"user","content":"hi"}]}']) {
     add(chat(`body ${JSON.stringify(body).slice(0, 40)}`, body));
   }
-  add(chat('__proto__ key', '{"model":"tiny","messages":[{"role":"user","content":"hi"}],"__proto__":{"x":1}}', 400));
-  add(chat('constructor.prototype key', '{"model":"tiny","messages":[{"role":"user","content":"hi"}],"constructor":{"prototype":{"x":1}}}', 400));
+  add(chat('__proto__ key', '{"model":"tiny","max_tokens":2,"messages":[{"role":"user","content":"hi"}],"__proto__":{"x":1}}', 200));
+  add(chat('constructor.prototype key', '{"model":"tiny","max_tokens":2,"messages":[{"role":"user","content":"hi"}],"constructor":{"prototype":{"x":1}}}', 200));
 
   // Sizes.
   add(chat('body just over the limit', user('x'.repeat(8 * 1024 * 1024)), 413));
