@@ -22,7 +22,7 @@ export const DEFAULT_SAMPLER: SamplerSettings = Object.freeze({ share: 1, maxPer
 export type SampleVerdict = 'shadow' | 'sampled_out' | 'over_budget';
 
 export class ShadowSampler {
-  readonly settings: SamplerSettings;
+  settings: SamplerSettings;
   #second = -1;
   #arrivals = 0;
   #previousArrivals = 0;
@@ -32,6 +32,11 @@ export class ShadowSampler {
 
   constructor(settings: Partial<SamplerSettings> = {}) {
     this.settings = { ...DEFAULT_SAMPLER, ...settings };
+  }
+
+  /** Changes the settings from now on. */
+  configure(settings: Partial<SamplerSettings>): void {
+    this.settings = { ...this.settings, ...settings };
   }
 
   /** The share applied now: the setting, or less when the last second was busier than maxPerSecond. */
