@@ -3,7 +3,7 @@
 // KvIndex. Sockets follow the policy: `sync` connects new endpoints and
 // closes those that left.
 //
-// Cost bound, whatever a publisher sends: messages over 16 MiB are refused by
+// Cost bound, whatever a publisher sends: messages over 8 MiB are refused by
 // ZeroMQ, which then drops the connection for good; the subscription notices
 // (a disconnect with no reconnect attempt), logs, counts and connects again.
 // Payloads are decoded off the event loop (kv-decoder.ts) with bounds on
@@ -33,8 +33,13 @@ export interface KvEventSource {
   readonly replay?: string;
 }
 
-/** Bound on one message: a scheduler step's events fit in well under 1 MiB. */
-export const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+/**
+ * Bound on one message. A scheduler step's events fit in well under 1 MiB;
+ * a message at the per-message bounds (65,536 blocks, 1M token ids) in about
+ * 5 MiB. Larger ones never reach the loop: ZeroMQ refuses them in its own
+ * thread (the subscription then connects again), so even a copy is saved.
+ */
+export const MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
 /** Messages ZeroMQ holds for us: the loop reads continuously and bounds what it keeps itself. */
 const RECEIVE_HIGH_WATER_MARK = 1_000;
 /** Bytes received between turns given back to the event loop. */
