@@ -10,6 +10,7 @@ import { KvIndex } from '../core/fleet/kv-index.ts';
 import { KvEventFeed, kvEventSources } from '../core/fleet/kv-subscriber.ts';
 import { registerKvMetrics } from '../core/observe/kv-metrics.ts';
 import { routerLogger } from '../core/observe/logger.ts';
+import { addSecret, addUrlCredentials } from '../core/observe/secrets.ts';
 import { DEFAULT_WATCHDOG_MS, startWatchdog } from '../core/observe/watchdog.ts';
 import { PolicyStore } from '../core/policy/store.ts';
 import { openQuotaStore } from '../core/quota/open.ts';
@@ -18,6 +19,7 @@ import { startRouter } from '../core/serve/server.ts';
 import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
 import { EmbeddedFleet } from '../sim/emulator/embedded-fleet.ts';
 import { PROFILE_NAMES } from '../sim/engine/profiles.ts';
+import { AdminTokenError, readAdminToken } from './admin-token.ts';
 import { parseArgsOptions, portSetting, positiveSetting, resolveSettings, settingsHelp, type Setting } from './settings.ts';
 import { startTracing, TRACING_EXPORTERS } from './tracing.ts';
 import { oneLine, UsageError } from './usage.ts';
@@ -54,6 +56,9 @@ A flag wins over its environment variable; SWITCHYARD_PORT wins over PORT.
 Environment only:
   SWITCHYARD_ADMIN_TOKEN   when set, /admin/* needs "Authorization: Bearer TOKEN";
                            required when --admin-host is not a loopback address
+  SWITCHYARD_ADMIN_TOKEN_FILE
+                           read the token from this file instead (a mounted
+                           Secret: it stays out of the environment); not both
 
 Policies and plugins are watched: a change applies without a restart, a broken
 one is refused and the running policy kept. SIGHUP or POST /admin/reload (on the
@@ -82,7 +87,16 @@ export async function runServe(argv: string[]): Promise<number> {
   const redisUrl = values.redis;
   if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) throw new UsageError(`--redis must be a redis:// or rediss:// URL, not "${redisUrl}"`);
   const shadowed = shadowSettings(values);
-  const adminToken = process.env.SWITCHYARD_ADMIN_TOKEN || undefined;
+  let adminToken: string | undefined;
+  try {
+    adminToken = readAdminToken(process.env);
+  } catch (error) {
+    if (!(error instanceof AdminTokenError)) throw error;
+    console.error(`switchyard serve: ${error.message}`);
+    return 1;
+  }
+  // Text from outside the router's code (a plugin's reason, its log lines) is scrubbed of these.
+  addSecret(adminToken);
   const admin = { port: adminPort, host: adminHost, token: adminToken };
   try {
     checkAdminOptions(admin);
@@ -131,6 +145,7 @@ export async function runServe(argv: string[]): Promise<number> {
     return 1;
   }
   const { shadow, recorder } = extras;
+  addUrlCredentials(redisUrl ?? store.current().settings.quotaStore.redisUrl);
   const quota = await openQuotaStore(store.current().settings.quotaStore, redisUrl, storeLog);
   let router: Awaited<ReturnType<typeof startRouter>>;
   const tracing = values.tracing === 'off' ? undefined : startTracing(values.tracing as 'otlp' | 'console', sampleRatio, version());

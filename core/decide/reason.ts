@@ -1,12 +1,19 @@
 // A strategy's reason is text from a plugin: it goes into the decision log,
-// the trace and (when decision headers are on) a response header. Capped and
-// made printable here, once, for every strategy.
+// the trace and (when decision headers are on) a response header. Scrubbed of
+// the router's secrets (a plugin can read them from /proc/self/environ),
+// capped and made printable here, once, for every strategy and every piece
+// of text it returns (reasons, alternatives, error messages).
+import { redactSecrets } from '../observe/secrets.ts';
+
 const MAX_REASON_CHARS = 200;
+/** Redacted before the cap, so that a secret cut by the cap does not show its first characters; this bounds the scan. */
+const SCANNED_CHARS = 4096;
 // Control characters (C0, DEL, C1) and the Unicode line/paragraph separators.
 const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g;
 
 export function cleanReason(reason: unknown): string {
-  const text = typeof reason === 'string' ? reason : reason == null ? '' : String(reason);
+  const raw = typeof reason === 'string' ? reason : reason == null ? '' : String(reason);
+  const text = redactSecrets(raw.length > SCANNED_CHARS ? raw.slice(0, SCANNED_CHARS) : raw);
   const capped = text.length > MAX_REASON_CHARS ? `${text.slice(0, MAX_REASON_CHARS - 1)}…` : text;
   UNPRINTABLE.lastIndex = 0;
   return UNPRINTABLE.test(capped) ? capped.replace(UNPRINTABLE, ' ') : capped;

@@ -84,7 +84,7 @@ export function chooseReplica(
       continue;
     }
     if (result == null || isPass(result)) {
-      notes.push({ name: slot.name, note: `passed: ${result?.reason ?? 'no answer'}` });
+      notes.push({ name: slot.name, note: `passed: ${result?.reason == null ? 'no answer' : cleanReason(result.reason)}` });
       continue;
     }
     // The shared list's index is kept with it (a large pool is not walked); a filtered list is indexed afresh.
@@ -95,7 +95,7 @@ export function chooseReplica(
       notes.push({ name: slot.name, note: 'skipped: answered a replica it was not given' });
       continue;
     }
-    const alternatives = (result.alternatives ?? []).map((a) => ({ name: a.replica, score: a.score, note: a.note }));
+    const alternatives = (result.alternatives ?? []).map((a) => ({ name: cleanReason(a.replica), score: a.score, note: a.note === undefined ? undefined : cleanReason(a.note) }));
     if (timed) for (let j = i + 1; j < chain.length; j++) pickMs.push(NaN);
     return {
       replica: chosen,

@@ -14,6 +14,23 @@ export function addSecret(value: string | undefined): void {
   if (value !== undefined && value.length >= MIN_SECRET_CHARS) secrets.add(value);
 }
 
+/** Registers the password in a URL's credentials (`redis://:PASSWORD@host`), as written and decoded; the user name is no secret. */
+export function addUrlCredentials(url: string | undefined): void {
+  if (url === undefined) return;
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return;
+  }
+  addSecret(parsed.password);
+  try {
+    addSecret(decodeURIComponent(parsed.password));
+  } catch {
+    // Not valid percent-encoding: the form as written is registered.
+  }
+}
+
 /** Forgets a secret that is no longer held (a key rotated away on reload). */
 export function removeSecret(value: string | undefined): void {
   if (value !== undefined) secrets.delete(value);

@@ -25,6 +25,7 @@ import { SDK_VERSION, type Logger } from '../../sdk/types.ts';
 import { definitionProblems, sdkRangeProblem } from '../../sdk/definition-checks.ts';
 import { DEFAULT_CAGE_LIMITS, PluginCage, type CageLimits } from './cage/cage.ts';
 import { configValidator } from './config.ts';
+import { redactSecrets } from '../observe/secrets.ts';
 import { registryOf, type AnyStrategy, type StrategyRegistry } from './registry.ts';
 import { type PolicyProblem, displayPath } from '../diagnostics/problem.ts';
 
@@ -271,14 +272,16 @@ export class PluginLoader {
     this.#stats.imports++;
     const started = await PluginCage.start(url, file, this.#limits, this.#log);
     const at = { file, ...locateDefaultExport(path) };
+    // What the worker reports is the plugin's own text (an error it threw, its export names): scrubbed of the router's secrets.
+    const scrubbed = (problems: PolicyProblem[]) => ({ inputs, hash, problems: problems.map((p) => ({ ...p, message: redactSecrets(p.message) })) });
     switch (started.kind) {
       case 'threw':
-        return { inputs, hash, problems: [loadProblem(started.error, path, url, map, file, cacheDir)] };
+        return scrubbed([loadProblem(started.error, path, url, map, file, cacheDir)]);
       case 'failed':
-        return { inputs, hash, problems: [{ ...at, message: `could not be loaded: ${started.message}` }] };
+        return scrubbed([{ ...at, message: `could not be loaded: ${started.message}` }]);
       case 'refused':
-        if (!started.hasDefault) return { inputs, hash, problems: [noDefaultExport(at, started.exports)] };
-        return { inputs, hash, problems: started.problems.map((message) => ({ ...at, message: `not a strategy definition: ${message}` })) };
+        if (!started.hasDefault) return scrubbed([noDefaultExport(at, started.exports)]);
+        return scrubbed(started.problems.map((message) => ({ ...at, message: `not a strategy definition: ${message}` })));
     }
     const { cage, definition: described } = started;
     const definition: AnyStrategy = {

@@ -19,6 +19,7 @@ import { deserialize, serialize } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import { build } from 'esbuild';
 import type { Candidate, Logger, PickResult, RoutedRequest, StrategyContext, StrategyInstance } from '../../../sdk/types.ts';
+import { redactSecrets } from '../../observe/secrets.ts';
 import { readPickAnswer, StringTable, writeCandidates, writeRequest } from './codec.ts';
 import { CageSkip } from './skip.ts';
 import {
@@ -270,7 +271,7 @@ export class PluginCage {
       payload = serialize({ ...init, previousState: undefined });
     }
     const answer = this.#setupCall(OP_CREATE, id, now(ctx), payload);
-    if (answer.kind === A_THREW) throw new Error(answer.message);
+    if (answer.kind === A_THREW) throw new Error(said(answer.message, 500));
     const instance = new CagedInstance(this, id, answer.flags, ctx);
     this.#instances.set(id, instance);
     return instance;
@@ -323,7 +324,7 @@ export class PluginCage {
   exportState(instance: CagedInstance): unknown {
     if (this.#state !== 'running') return undefined;
     const answer = this.#setupCall(OP_EXPORT, instance.id, now(instance.ctx));
-    if (answer.kind === A_THREW) throw new Error(answer.message);
+    if (answer.kind === A_THREW) throw new Error(said(answer.message, 500));
     return answer.state;
   }
 
@@ -513,6 +514,8 @@ export class PluginCage {
   #quarantineNow(reason: QuarantineReason, detail: string): void {
     if (this.#state !== 'running') return;
     this.#state = 'quarantined';
+    // The detail may quote the worker's own last error: the plugin's words.
+    detail = said(detail, 1000);
     this.#quarantine = { reason, detail, at: new Date().toISOString() };
     this.#queue = [];
     clearTimeout(this.#stuckTimer);
@@ -559,14 +562,14 @@ export class PluginCage {
     } else if (message.type === 'log') {
       const instance = this.#instances.get(Number(message.instance));
       if (!instance || !this.#logAllowed()) return;
-      const text = String(message.message).slice(0, 1000);
+      const text = said(message.message, 1000);
       const fields = message.fields !== null && typeof message.fields === 'object' ? boundedFields(message.fields as Record<string, unknown>) : undefined;
       if (message.level === 'warn') instance.ctx.log?.warn(text, fields);
       else instance.ctx.log?.info(text, fields);
     } else if (message.type === 'output' && this.#logAllowed()) {
-      this.#log?.info(`plugin ${this.file} printed: ${String(message.text).slice(0, 500).trimEnd()}`, { plugin: this.file });
+      this.#log?.info(`plugin ${this.file} printed: ${said(message.text, 500).trimEnd()}`, { plugin: this.file });
     } else if (message.type === 'hook-error' && this.#logAllowed()) {
-      this.#log?.warn(`plugin ${this.file}: ${String(message.hook).slice(0, 20)}() threw: ${String(message.message).slice(0, 500)}`, { plugin: this.file });
+      this.#log?.warn(`plugin ${this.file}: ${said(message.hook, 20)}() threw: ${said(message.message, 500)}`, { plugin: this.file });
     }
   }
 }
@@ -578,9 +581,18 @@ function boundedFields(fields: Record<string, unknown>): Record<string, unknown>
   for (const key of Object.keys(fields)) {
     if (n++ >= 16) break;
     const value = fields[key];
-    out[key.slice(0, 64)] = typeof value === 'number' || typeof value === 'boolean' ? value : String(value).slice(0, 200);
+    out[said(key, 64)] = typeof value === 'number' || typeof value === 'boolean' ? value : said(value, 200);
   }
   return out;
+}
+
+/**
+ * Text a plugin wrote, as the router's log and state may carry it: scrubbed of
+ * the router's secrets (a plugin can read them from /proc/self/environ), then
+ * cut to `max` characters (after, so a cut secret shows none of itself).
+ */
+function said(text: unknown, max: number): string {
+  return redactSecrets(String(text).slice(0, max + 4096)).slice(0, max);
 }
 
 function now(ctx: StrategyContext): number {

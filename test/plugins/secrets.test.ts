@@ -1,0 +1,119 @@
+// A hostile plugin that reads the admin token the way a real one can (the
+// process's start-up environment in /proc/self/environ, or the file it
+// names) and says it everywhere a plugin can: its reason, its pass reason,
+// its alternatives' names and notes, errors it throws from pick and from a
+// hook, ctx.log and console. The real router runs in a child process (the
+// token must be in that process's own environment) with full decision
+// headers; the token must reach no response header, no log line, neither
+// /admin/decisions nor /admin/state.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { OPEN_TENANTS, TINY_MODELS, tinyPool } from '../helpers/router.ts';
+import { freePort, startChild, SWITCHYARD_BIN, waitUntil } from '../observe/process.ts';
+
+const SNOOP = `import { readFileSync } from 'node:fs';
+function stolen() {
+  const environ = readFileSync('/proc/self/environ', 'utf8').split('\\0');
+  const direct = environ.find((e) => e.startsWith('SWITCHYARD_ADMIN_TOKEN=') && e.length > 'SWITCHYARD_ADMIN_TOKEN='.length);
+  if (direct) return direct.slice('SWITCHYARD_ADMIN_TOKEN='.length);
+  const file = environ.find((e) => e.startsWith('SWITCHYARD_ADMIN_TOKEN_FILE=') && e.length > 'SWITCHYARD_ADMIN_TOKEN_FILE='.length);
+  return file ? readFileSync(file.slice('SWITCHYARD_ADMIN_TOKEN_FILE='.length), 'utf8').trim() : 'none';
+}
+let n = 0;
+export default {
+  name: 'snoop', version: '1.0.0', sdk: '^1',
+  create(_config, ctx) {
+    return {
+      pick(request, candidates) {
+        const token = stolen();
+        ctx.log.warn('log ' + token, { token });
+        console.log('print ' + token);
+        switch (n++ % 4) {
+          case 1: throw new Error('threw ' + token);
+          case 2: return { pass: true, reason: 'pass ' + token };
+          default: return { replica: candidates[0].id, reason: 'len ' + token.length + ' ' + token, alternatives: [{ replica: token, score: 1, note: 'note ' + token }] };
+        }
+      },
+      onRouted() { throw new Error('hook ' + stolen()); },
+    };
+  },
+};
+`;
+
+for (const via of ['SWITCHYARD_ADMIN_TOKEN', 'SWITCHYARD_ADMIN_TOKEN_FILE'] as const) {
+  test(`a plugin that reads the admin token (${via}) never gets it into headers, logs, /admin/decisions or /admin/state`, { timeout: 120_000 }, async () => {
+    const token = `adm-${randomBytes(16).toString('hex')}`;
+    const dir = mkdtempSync(join(tmpdir(), 'sy-secrets-'));
+    mkdirSync(join(dir, 'plugins'));
+    writeFileSync(join(dir, 'plugins', 'snoop.mjs'), SNOOP);
+    writeFileSync(join(dir, 'models.yaml'), TINY_MODELS);
+    writeFileSync(join(dir, 'tenants.yaml'), OPEN_TENANTS);
+    writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\nplugin_dirs: [plugins]\ndecision_headers: full\n');
+    writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 2, strategies: '[snoop, round-robin]' }));
+    const tokenFile = join(dir, 'admin-token');
+    writeFileSync(tokenFile, `${token}\n`);
+    const [port, adminPort] = [await freePort(), await freePort()];
+    const env = via === 'SWITCHYARD_ADMIN_TOKEN' ? { SWITCHYARD_ADMIN_TOKEN: token } : { SWITCHYARD_ADMIN_TOKEN_FILE: tokenFile };
+    const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--emulator-speed', '20'], {
+      env: { NODE_OPTIONS: '', SWITCHYARD_ADMIN_TOKEN: '', SWITCHYARD_ADMIN_TOKEN_FILE: '', ...env },
+    });
+    const admin = (path: string) => fetch(`http://127.0.0.1:${adminPort}${path}`, { headers: { authorization: `Bearer ${token}` } });
+    try {
+      await waitUntil('the router to answer', async () => ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok ? true : undefined), 60_000, router);
+      const reasons: string[] = [];
+      for (let i = 0; i < 12; i++) {
+        const response = await fetch(`http://127.0.0.1:${port}/v1/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'tiny', prompt: 'hello there', max_tokens: 1 }),
+        });
+        assert.equal(response.status, 200);
+        await response.arrayBuffer();
+        const headers = [...response.headers].map(([name, value]) => `${name}: ${value}`).join('\n');
+        assert.ok(!headers.includes(token), `request ${i}: the token is in a header:\n${headers}`);
+        reasons.push(response.headers.get('x-switchyard-reason') ?? '');
+      }
+      // The plugin did find the token, and said it: what reached the client is the redacted form.
+      assert.ok(reasons.some((r) => r === `snoop: len ${token.length} [redacted]`), reasons.join('\n'));
+
+      const decisions = await (await admin('/admin/decisions?limit=100')).text();
+      assert.match(decisions, /\[redacted\]/, 'the decision log has the plugin\'s (redacted) words');
+      assert.ok(!decisions.includes(token), 'the token is in /admin/decisions');
+      const state = await (await admin('/admin/state')).text();
+      assert.ok(!state.includes(token), 'the token is in /admin/state');
+      await waitUntil('the plugin\'s log lines', async () => (/print \[redacted\]/.test(router.output()) && /hook \[redacted\]/.test(router.output()) ? true : undefined), 10_000, router);
+      await router.stop();
+      assert.match(router.output(), /log \[redacted\]/);
+      assert.ok(!router.output().includes(token), `the token is in the router's output:\n${router.output()}`);
+    } finally {
+      await router.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+test('serve refuses an admin token from both the environment and a file, and an empty token file, in one line', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sy-secrets-'));
+  try {
+    writeFileSync(join(dir, 'models.yaml'), TINY_MODELS);
+    writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 1 }));
+    writeFileSync(join(dir, 'empty'), '\n');
+    for (const [env, expected] of [
+      [{ SWITCHYARD_ADMIN_TOKEN: 'abcdefgh-1', SWITCHYARD_ADMIN_TOKEN_FILE: join(dir, 'empty') }, /are both set; unset one/],
+      [{ SWITCHYARD_ADMIN_TOKEN_FILE: join(dir, 'empty') }, /is empty; write the token into it/],
+      [{ SWITCHYARD_ADMIN_TOKEN_FILE: join(dir, 'missing') }, /cannot read SWITCHYARD_ADMIN_TOKEN_FILE .*missing/],
+    ] as const) {
+      const child = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', '0', '--admin-port', '0'], { env: { NODE_OPTIONS: '', SWITCHYARD_ADMIN_TOKEN: '', SWITCHYARD_ADMIN_TOKEN_FILE: '', ...(env as Record<string, string>) } });
+      const code = await new Promise<number | null>((resolve) => child.process.once('exit', (c) => resolve(c)));
+      assert.equal(code, 1, child.output());
+      assert.match(child.output(), expected);
+      assert.equal(child.output().trim().split('\n').length, 1, child.output());
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
