@@ -1,5 +1,5 @@
-// Operators' endpoints. Probes (/healthz, /readyz) and /metrics are served on
-// both listeners; /admin/* only on the admin listener (admin-listener.ts),
+// Operators' endpoints. Probes (/healthz, /readyz) are served on both
+// listeners; /metrics and /admin/* only on the admin listener (admin-listener.ts),
 // never on the public one. With SWITCHYARD_ADMIN_TOKEN set, /admin/* needs
 // `Authorization: Bearer $SWITCHYARD_ADMIN_TOKEN`.
 import { timingSafeEqual } from 'node:crypto';
@@ -40,12 +40,14 @@ export function adminGuard(token: string | undefined) {
   };
 }
 
-/** /healthz and /readyz for probes, /metrics for Prometheus: read-only, no request content. */
-export function registerProbeRoutes(app: FastifyInstance, hooks: Pick<AdminHooks, 'ready' | 'metrics'>): void {
+/** /healthz and /readyz for probes, and (given `metrics`) /metrics for Prometheus: read-only, no request content. */
+export function registerProbeRoutes(app: FastifyInstance, hooks: Pick<AdminHooks, 'ready'> & Partial<Pick<AdminHooks, 'metrics'>>): void {
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => (hooks.ready() ? { status: 'ready' } : reply.code(503).send({ status: 'not ready' })));
+  if (!hooks.metrics) return;
+  const metrics = hooks.metrics;
   app.get('/metrics', async (_request, reply) => {
-    const { contentType, body } = await hooks.metrics();
+    const { contentType, body } = await metrics();
     return reply.type(contentType).send(body);
   });
 }

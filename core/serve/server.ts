@@ -17,6 +17,7 @@ import { registerExplorerRoutes } from './explorer-routes.ts';
 import { ColdLoads } from './cold-loads.ts';
 import { clientErrorHandler, errorHandler, frameworkErrors, notFoundHandler, toRejection } from './http-errors.ts';
 import { recordRefusal } from './refusals.ts';
+import { metricsMovedHandler } from './metrics-moved.ts';
 import { Waiting } from './forward.ts';
 import { registerJsonParser } from './json-body.ts';
 import { writeRejection } from './rejections.ts';
@@ -236,8 +237,9 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     },
     ready: () => !closing,
   };
-  // Probes and /metrics stay on the public port (docs/serving.md says why); /admin/* does not.
-  registerProbeRoutes(app, hooks);
+  // Probes stay on the public port; /metrics, which names pools, replicas and plugins, and /admin/* do not (docs/serving.md).
+  registerProbeRoutes(app, { ready: hooks.ready });
+  app.get('/metrics', metricsMovedHandler);
 
   // The decision explorer is an admin page: it goes on the admin listener with the rest.
   const explorer = (adminApp: FastifyInstance, guard: Parameters<typeof registerExplorerRoutes>[2]) => {

@@ -131,3 +131,66 @@ test('the Dockerfile runs the package’s own scripts and command, as the Deploy
   for (const flag of cmd.filter((a) => a.startsWith('--'))) assert.ok(help.stdout.includes(`${flag} `), `serve takes ${flag}`);
   assert.match(dockerfile, new RegExp(`EXPOSE ${cmd[cmd.indexOf('--port') + 1]}\\b`));
 });
+
+/** Every pod template in the manifests, with where it is from. */
+const podSpecs = all.filter((d) => d.spec?.template?.spec).map((d) => ({ name: `${d.kind}/${d.metadata.name}`, pod: d.spec.template.spec }));
+
+// Pod Security Standards, "restricted" (kubernetes.io/docs/concepts/security/pod-security-standards),
+// checked over the YAML: no schema or Pod Security checker installs from npm or Debian here.
+test('every pod meets Pod Security "restricted"', () => {
+  assert.ok(podSpecs.length >= 2);
+  const allowedVolumes = new Set(['configMap', 'csi', 'downwardAPI', 'emptyDir', 'ephemeral', 'persistentVolumeClaim', 'projected', 'secret']);
+  for (const { name, pod } of podSpecs) {
+    for (const field of ['hostNetwork', 'hostPID', 'hostIPC']) assert.ok(!pod[field], `${name}: ${field}`);
+    for (const volume of pod.volumes ?? []) {
+      const types = Object.keys(volume).filter((k) => k !== 'name');
+      assert.ok(types.every((t) => allowedVolumes.has(t)), `${name}: volume ${volume.name} is ${types.join(', ')}`);
+    }
+    for (const container of [...(pod.initContainers ?? []), ...pod.containers]) {
+      const where = `${name} container ${container.name}`;
+      const sc = container.securityContext ?? {};
+      const podSc = pod.securityContext ?? {};
+      assert.notEqual(sc.privileged, true, `${where}: privileged`);
+      assert.equal(sc.allowPrivilegeEscalation, false, `${where}: allowPrivilegeEscalation: false`);
+      assert.ok(sc.capabilities?.drop?.includes('ALL'), `${where}: capabilities drop [ALL]`);
+      assert.ok((sc.capabilities?.add ?? []).every((c: string) => c === 'NET_BIND_SERVICE'), `${where}: only NET_BIND_SERVICE may be added`);
+      assert.equal(sc.runAsNonRoot ?? podSc.runAsNonRoot, true, `${where}: runAsNonRoot`);
+      assert.notEqual(sc.runAsUser ?? podSc.runAsUser, 0, `${where}: runAsUser 0`);
+      const seccomp = (sc.seccompProfile ?? podSc.seccompProfile)?.type;
+      assert.ok(seccomp === 'RuntimeDefault' || seccomp === 'Localhost', `${where}: seccompProfile RuntimeDefault or Localhost`);
+      for (const port of container.ports ?? []) assert.equal(port.hostPort, undefined, `${where}: hostPort`);
+      assert.equal(sc.readOnlyRootFilesystem, true, `${where}: read-only root file system`);
+    }
+  }
+});
+
+test('Prometheus scrapes the admin listener as job="switchyard": the PodMonitor and the annotations name a port the router binds to the pod network', () => {
+  const podMonitor = parseAllDocuments(readFileSync(join(dir, 'monitoring/podmonitor.yaml'), 'utf8'))[0].toJS();
+  assert.equal(podMonitor.kind, 'PodMonitor');
+  assert.deepEqual(podMonitor.spec.selector.matchLabels, deployment.spec.template.metadata.labels);
+  const endpoint = podMonitor.spec.podMetricsEndpoints[0];
+  assert.equal(endpoint.path, '/metrics');
+  assert.ok(endpoint.relabelings.some((r: Doc) => r.targetLabel === 'job' && r.replacement === 'switchyard'), 'the job the alerts expect');
+  const admin = router.ports.find((p: Doc) => p.name === endpoint.port);
+  assert.ok(admin, `the router has a port named ${endpoint.port}`);
+  const env = (name: string) => router.env.find((e: Doc) => e.name === name);
+  assert.equal(String(admin.containerPort), deployment.spec.template.metadata.annotations['prometheus.io/port']);
+  assert.equal(admin.containerPort, Number(env('SWITCHYARD_ADMIN_PORT')?.value ?? 8081), 'the admin listener listens there');
+  assert.equal(env('SWITCHYARD_ADMIN_HOST').value, '0.0.0.0', 'reachable by Prometheus');
+  // The router refuses to bind the admin listener beyond loopback without a token: the secret must be there.
+  assert.notEqual(env('SWITCHYARD_ADMIN_TOKEN').valueFrom.secretKeyRef.optional, true);
+  const service = find('Service', 'switchyard');
+  assert.ok(service.spec.ports.every((p: Doc) => p.targetPort !== 'admin' && p.targetPort !== admin.containerPort), 'the Service does not expose the admin listener');
+  assert.equal(deployment.spec.template.metadata.annotations['prometheus.io/path'], endpoint.path);
+});
+
+test('.dockerignore lets only what the image builds from into it', () => {
+  const ignore = readFileSync(join(root, '.dockerignore'), 'utf8').split('\n').filter((l) => l && !l.startsWith('#'));
+  assert.equal(ignore[0], '*', 'everything out first, then the sources back in');
+  const allowed = ignore.filter((l) => l.startsWith('!')).map((l) => l.slice(1).replace(/\/$/, ''));
+  // The build compiles these directories (scripts/build.mjs), and bin/ runs the result.
+  const build = readFileSync(join(root, 'scripts/build.mjs'), 'utf8');
+  const dirs = JSON.parse(/const DIRS = (\[[^\]]+\])/.exec(build)![1].replaceAll("'", '"')) as string[];
+  for (const needed of [...dirs, 'bin', 'package.json', 'package-lock.json', 'scripts/build.mjs']) assert.ok(allowed.includes(needed), `${needed} is let in`);
+  for (const scratch of ['test', 'docs', 'examples', 'bench', 'policies', 'dist', 'node_modules', '.git', '.test-results']) assert.ok(!allowed.includes(scratch), `${scratch} stays out`);
+});

@@ -93,7 +93,7 @@ for (const c of CASES) {
       }
       if (bad) {
         assert.ok(retried >= 1, 'the faulty replica met a request, which was retried');
-        const metrics = await (await fetch(`${fleet.t.url}/metrics`)).text();
+        const metrics = await (await fetch(`${fleet.t.adminUrl}/metrics`)).text();
         assert.match(metrics, new RegExp(`switchyard_retries_total\\{pool="tiny@v1/general",cause="${c.cause}"\\} [1-9]`));
       }
 

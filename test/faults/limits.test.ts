@@ -15,7 +15,7 @@ const post = (fleet: FaultFleet, id: string) =>
     body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
   });
 
-const metricsOf = async (fleet: FaultFleet) => (await fetch(`${fleet.t.url}/metrics`)).text();
+const metricsOf = async (fleet: FaultFleet) => (await fetch(`${fleet.t.adminUrl}/metrics`)).text();
 
 test('at most max_retries retries (default 2), each on a replica not tried yet; then a 502 in OpenAI shape', async () => {
   const fleet = await faultFleet(['a', 'b', 'c', 'd']);

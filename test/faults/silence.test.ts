@@ -54,7 +54,7 @@ test('a replica that never answers non-streaming requests is ejected for silence
     assert.ok(lost.length <= 3, `at most 3 requests lost, not ${lost.length}: ${lost.join('; ')}`);
     assert.ok(Date.now() - started < 30_000, `ejected in ${Date.now() - started} ms, far inside the 120 s timeout`);
     // Streams to it still work (it hangs only non-streaming ones): silence is about the kind it fails.
-    const metrics = await (await fetch(`${fleet.t.url}/metrics`)).text();
+    const metrics = await (await fetch(`${fleet.t.adminUrl}/metrics`)).text();
     assert.match(metrics, /switchyard_replica_ejections_total\{pool="tiny@v1\/general",replica="hung",cause="silence"\} 1/);
   } finally {
     await fleet.close();

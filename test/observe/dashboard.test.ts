@@ -106,7 +106,8 @@ test('every panel of the Grafana dashboard returns data for every value of its v
   const droppingUrl = `http://127.0.0.1:${(dropper.address() as { port: number }).port}`;
   writePolicy(policies, droppingUrl, 0);
   const routerPort = await freePort();
-  const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', policies, '--port', String(routerPort), '--admin-port', '0', '--emulator-speed', '20', '--log-level', 'warn']);
+  const adminPort = await freePort();
+  const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', policies, '--port', String(routerPort), '--admin-port', String(adminPort), '--emulator-speed', '20', '--log-level', 'warn']);
   children.push(router);
   const routerUrl = `http://127.0.0.1:${routerPort}`;
   await waitUntil('the router to be ready', async () => ((await fetch(`${routerUrl}/readyz`)).ok ? true : undefined), 30_000, router);
@@ -114,7 +115,7 @@ test('every panel of the Grafana dashboard returns data for every value of its v
   const promPort = await freePort();
   writeFileSync(
     join(dir, 'prometheus.yml'),
-    `global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: switchyard\n    static_configs:\n      - targets: ["127.0.0.1:${routerPort}"]\n`,
+    `global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: switchyard\n    static_configs:\n      - targets: ["127.0.0.1:${adminPort}"]\n`,
   );
   const prometheus = startChild('prometheus', [
     `--config.file=${join(dir, 'prometheus.yml')}`,

@@ -34,17 +34,19 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function serve(args: string[], env: Record<string, string>): Promise<string> {
+/** Starts a router; answers its public URL and its admin listener's (where /metrics is). */
+async function serve(args: string[], env: Record<string, string>): Promise<{ url: string; admin: string }> {
   const port = await freePort();
-  const child = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', '0', '--emulator-speed', '20', ...args], { env });
+  const adminPort = await freePort();
+  const child = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--emulator-speed', '20', ...args], { env });
   children.push(child);
   const url = `http://127.0.0.1:${port}`;
   await waitUntil('the router to answer /readyz', async () => ((await fetch(`${url}/readyz`)).ok ? true : undefined), 60_000, child);
-  return url;
+  return { url, admin: `http://127.0.0.1:${adminPort}` };
 }
 
-async function quotaStoreUp(url: string): Promise<string | undefined> {
-  const text = await (await fetch(`${url}/metrics`)).text();
+async function quotaStoreUp(router: { admin: string }): Promise<string | undefined> {
+  const text = await (await fetch(`${router.admin}/metrics`)).text();
   return /^switchyard_quota_store_up (\d)$/m.exec(text)?.[1];
 }
 
@@ -58,7 +60,7 @@ test('--redis beats SWITCHYARD_REDIS_URL, which beats settings', async () => {
   assert.equal(await quotaStoreUp(environment), '1', 'the environment over settings');
   assert.equal(await quotaStoreUp(settings), '0', 'settings alone: the unreachable URL is used, and the router serves anyway');
   // Serving anyway, by the fail-open default.
-  const response = await fetch(`${settings}/v1/chat/completions`, {
+  const response = await fetch(`${settings.url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),

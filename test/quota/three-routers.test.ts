@@ -112,7 +112,7 @@ async function burst(count: number): Promise<number[]> {
 
 const refilledSince = (started: number) => ((Date.now() - started) / 60_000) * N;
 const metric = async (router: Router, name: string) => {
-  const text = await (await fetch(`${router.url}/metrics`)).text();
+  const text = await (await fetch(`${router.adminUrl}/metrics`)).text();
   return text.split('\n').filter((line) => line.startsWith(name));
 };
 

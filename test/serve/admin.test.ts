@@ -18,7 +18,7 @@ const files = (pools: string) => ({ 'models.yaml': TINY_MODELS, 'tenants.yaml': 
 const post = (url: string, body?: string) =>
   fetch(url, { method: 'POST', ...(body === undefined ? { headers: { 'x-switchyard-admin': '1' } } : { headers: { 'content-type': 'application/json' }, body }) });
 
-test('the public listener serves no /admin/* at all; probes and /metrics stay', async () => {
+test('the public listener serves no /admin/* and no /metrics; probes stay', async () => {
   const t = await startTestRouter(files(tinyPool({ replicas: 1 })));
   try {
     assert.notEqual(new URL(t.adminUrl).port, new URL(t.url).port);
@@ -33,8 +33,14 @@ test('the public listener serves no /admin/* at all; probes and /metrics stay', 
     for (const base of [t.url, t.adminUrl]) {
       assert.equal((await fetch(`${base}/healthz`)).status, 200);
       assert.equal((await fetch(`${base}/readyz`)).status, 200);
-      assert.match(await (await fetch(`${base}/metrics`)).text(), /switchyard_policy_generation/);
     }
+    // Metrics name pools, replicas and plugins: API clients are told where they are, not shown them.
+    const hidden = await fetch(`${t.url}/metrics`);
+    assert.equal(hidden.status, 404);
+    const text = await hidden.text();
+    assert.doesNotMatch(text, /switchyard_|r0|general/);
+    assert.match(JSON.parse(text).error.message, /admin listener/);
+    assert.match(await (await fetch(`${t.adminUrl}/metrics`)).text(), /switchyard_policy_generation/);
     assert.equal((await fetch(`${t.adminUrl}/admin/state`)).status, 200);
   } finally {
     await t.close();

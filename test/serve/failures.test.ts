@@ -32,7 +32,7 @@ test('a replica killed before a request: the request is retried on another, noth
     assert.equal(data.usage?.completion_tokens, 3);
     assert.notEqual(response.headers.get('x-switchyard-replica'), 'r0');
     // Either retried after a refused connection, or already excluded by health checks.
-    const metrics = await (await fetch(`${t.url}/metrics`)).text();
+    const metrics = await (await fetch(`${t.adminUrl}/metrics`)).text();
     const retried = response.headers.get('x-switchyard-retried') === 'true';
     assert.ok(retried || t.router.fleet.replica('r0')?.health === 'failing');
     if (retried) assert.match(metrics, /switchyard_retries_total\{pool="tiny@v1\/general",cause="connect"\} 1/);

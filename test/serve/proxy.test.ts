@@ -122,7 +122,7 @@ test('admin: recent decisions and router state, newest first', async () => {
 });
 
 test('/metrics has requests, decisions, timings and replica signals, with bounded labels', async () => {
-  const text = await (await fetch(`${t.url}/metrics`)).text();
+  const text = await (await fetch(`${t.adminUrl}/metrics`)).text();
   for (const name of [
     'switchyard_requests_total{model="tiny",pool="tiny@v1/general",outcome="ok"}',
     'switchyard_replica_decisions_total{pool="tiny@v1/general",replica="r0"',
