@@ -293,8 +293,10 @@ async function send(
 }
 
 function reject(deps: ProxyDeps, request: FastifyRequest, res: FastifyReply['raw'], decision: Rejected): void {
-  countRejection(deps.metrics, request, decision);
-  writeRejection(res, decision.rejection, request.id);
+  const r = decision.rejection;
+  countRejection(deps.metrics, decision);
+  writeRejection(res, r, request.id);
+  request.log.info({ status: r.status, reject: r.code, model: decision.model, pool: decision.pool }, 'rejected');
 }
 
 /** The chosen replica's spec: ids are unique across a policy, so the snapshot's index finds it (not a walk of the pool). */
