@@ -93,8 +93,19 @@ export class EngineTokenizer {
   }
 
   encode(text: string, addSpecialTokens = true): number[] {
-    return this.tokenizer.encode(text, { add_special_tokens: addSpecialTokens }).ids;
+    // An emulate:// replica runs in the router's process: a prompt sent again (benchmarks, retries) is not encoded again.
+    const key = addSpecialTokens ? `1${text}` : `0${text}`;
+    const cached = text.length <= MAX_CACHED_CHARS ? this.encoded.get(key) : undefined;
+    if (cached) return cached;
+    const ids = this.tokenizer.encode(text, { add_special_tokens: addSpecialTokens }).ids;
+    if (text.length <= MAX_CACHED_CHARS) {
+      if (this.encoded.size >= MAX_CACHED) this.encoded.delete(this.encoded.keys().next().value!);
+      this.encoded.set(key, ids);
+    }
+    return ids;
   }
+
+  private readonly encoded = new Map<string, number[]>();
 
   decode(ids: readonly number[]): string {
     return this.tokenizer.decode([...ids], { skip_special_tokens: false });
@@ -112,3 +123,6 @@ export class EngineTokenizer {
 }
 
 const loaded = new Map<string, Promise<EngineTokenizer>>();
+/** Encodings kept per tokenizer, and the longest text kept: at most ~256 × 64k characters and their ids. */
+const MAX_CACHED = 256;
+const MAX_CACHED_CHARS = 65_536;
