@@ -13,11 +13,16 @@ import { buildSnapshot } from '../core/policy/load.ts';
 import { UsageError } from './usage.ts';
 import { formatProblem, PolicyError } from '../core/diagnostics/problem.ts';
 import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
+import { RecordedSource } from '../sim/workload/recorded.ts';
+import { RecordedOutcome, recordingWorkload } from './sim-replay.ts';
 
 const HELP = `Usage: switchyard sim [--policies DIR] --workload FILE [--seed N] [--out DIR] [--json] [options]
+       switchyard sim [--policies DIR] --replay FILE [options]
 
   --policies DIR          policy directory (default: policies/); replicas' emulate://PROFILE urls name the engine model
   --workload FILE         a workload file (docs/simulator.md; examples/workloads/)
+  --replay FILE           recorded traffic (serve --record FILE) instead of a workload; the recorded outcome is printed beside
+                          the simulated one (docs/changing-policy.md)
   --seed N                random seed (default: the workload's, else 1): same seed, same result
   --out DIR               write requests.csv (one row per request), timeline.csv and summary.json there
   --requests N            send N requests instead of the workload's count
@@ -34,6 +39,7 @@ export async function runSim(argv: string[]): Promise<number> {
     options: {
       policies: { type: 'string', default: 'policies' },
       workload: { type: 'string' },
+      replay: { type: 'string' },
       seed: { type: 'string' },
       out: { type: 'string' },
       requests: { type: 'string' },
@@ -50,7 +56,8 @@ export async function runSim(argv: string[]): Promise<number> {
     console.log(HELP);
     return 0;
   }
-  if (!values.workload) throw new UsageError('--workload FILE is required (see examples/workloads/)');
+  if (!values.workload && !values.replay) throw new UsageError('--workload FILE (see examples/workloads/) or --replay FILE (a recording of serve --record) is required');
+  if (values.workload && values.replay) throw new UsageError('give --workload FILE or --replay FILE, not both');
   const number = (name: string, value: string | undefined, min: number, integer = true): number | undefined => {
     if (value === undefined) return undefined;
     const n = Number(value);
@@ -70,7 +77,9 @@ export async function runSim(argv: string[]): Promise<number> {
   }
 
   try {
-    const workload = loadWorkloadFile(values.workload);
+    const replay = values.replay;
+    const workload = replay ? recordingWorkload(replay) : loadWorkloadFile(values.workload!);
+    const recorded = replay ? new RecordedOutcome() : undefined;
     if (values.out) mkdirSync(values.out, { recursive: true });
     const cpu = process.cpuUsage();
     const result = simulate({
@@ -88,6 +97,7 @@ export async function runSim(argv: string[]): Promise<number> {
       defaultProfile: values['default-profile'],
       excludeSaturated: values['exclude-saturated'],
       outDir: values.out,
+      source: replay ? (seed) => new RecordedSource(replay, seed, { limit: requests, onRecord: (record) => recorded!.add(record) }) : undefined,
     });
     const used = process.cpuUsage(cpu);
     const cpuS = (used.user + used.system) / 1e6;
@@ -104,12 +114,13 @@ export async function runSim(argv: string[]): Promise<number> {
         ` (${result.events} events, ${cpuS.toFixed(2)} s CPU)\n`,
     );
     console.log(formatSummary(result));
+    if (recorded) console.log(`\nrecorded (what the router did, by its own decisions; TTFB is the engine's first byte through the router):\n\n${recorded.format()}`);
     if (values.out) console.log(`\nwrote ${[...result.files, join(values.out, 'summary.json'), join(values.out, 'summary.txt')].join(', ')}`);
     return 0;
   } catch (error) {
     if (error instanceof WorkloadError || error instanceof PolicyError) {
       for (const problem of error.problems) console.error(formatProblem(problem));
-      console.error(`sim: ${error instanceof WorkloadError ? `the workload ${values.workload}` : `the policies in ${values.policies}`} cannot be used`);
+      console.error(`sim: ${error instanceof WorkloadError ? (values.replay ? `the recording ${values.replay}` : `the workload ${values.workload}`) : `the policies in ${values.policies}`} cannot be used`);
       return 1;
     }
     if (error instanceof SimError) {

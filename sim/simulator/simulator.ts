@@ -67,6 +67,8 @@ export interface SimOptions {
   readonly onTimeline?: (row: TimelineRow) => void;
   /** Every decision, as it is made (tests, tools). */
   readonly onDecision?: (decision: Decision) => void;
+  /** Requests from elsewhere than the workload's own (recorded traffic: sim/workload/recorded.ts); the workload then only names the run. */
+  readonly source?: (seed: string) => RequestSource;
 }
 
 export interface TimelineRow {
@@ -248,9 +250,12 @@ class Simulation {
     this.singleModel = new Set(snapshot.pools.map((p) => `${p.model}@${p.version}`)).size === 1;
     for (const snap of snapshots) for (const pool of snap.pools) this.poolLabels.set(pool, this.singleModel ? pool.name : pool.key);
 
-    const tenants = resolveTenants(workload, snapshot);
-    const spec = options.requests !== undefined ? { ...workload.spec, requests: options.requests } : workload.spec;
-    this.source = spec.trace ? new TraceSource(spec, workload.tracePath!, this.seed, tenants) : new SyntheticSource(spec, this.seed, tenants);
+    if (options.source) this.source = options.source(this.seed);
+    else {
+      const tenants = resolveTenants(workload, snapshot);
+      const spec = options.requests !== undefined ? { ...workload.spec, requests: options.requests } : workload.spec;
+      this.source = spec.trace ? new TraceSource(spec, workload.tracePath!, this.seed, tenants) : new SyntheticSource(spec, this.seed, tenants);
+    }
 
     if (options.outDir) {
       this.csv = new CsvWriter(join(options.outDir, 'requests.csv'), REQUEST_COLUMNS);

@@ -159,3 +159,22 @@ test('the recording rotates: never more than (keep + 1) files of at most maxByte
   assert.ok(recorder.status().rotations >= 3);
   assert.equal(recorder.status().dropped, 0);
 });
+
+test('switchyard sim --replay runs the recording through a candidate policy and prints the recorded outcome beside it', async () => {
+  const { file, long } = await recordTraffic(12);
+  const candidate = writePolicyDir(longPromptPolicyFiles(), 'sim-candidate');
+  const sim = await run(['sim', '--policies', candidate, '--replay', file]);
+  assert.equal(sim.code, 0, sim.stderr);
+  const [simulated, recorded] = sim.stdout.split('recorded (what the router did');
+  assert.ok(recorded, sim.stdout);
+  assert.match(simulated, /13 requests over/);
+  // The candidate sends the long prompts to the long pool; the recording has everything in general.
+  assert.match(simulated, new RegExp(`pool long\\s+${long.size}\\s+${long.size}\\s+0 `));
+  assert.match(simulated, /rejections by reason:[\s\S]*model_not_found 1/);
+  assert.match(recorded, /overall all\s+13\s+12\s+1 /);
+  assert.match(recorded, /pool general\s+12\s+12\s+0 /);
+  const json = await run(['sim', '--policies', candidate, '--replay', file, '--json']);
+  assert.equal(JSON.parse(json.stdout).overall.requests, 13);
+  const both = await run(['sim', '--replay', file, '--workload', 'x.yaml']);
+  assert.equal(both.code, 2);
+});
