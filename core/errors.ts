@@ -19,6 +19,7 @@ export const REJECTIONS = {
   model_cold: { status: 503, type: 'service_unavailable_error' },
   no_healthy_replica: { status: 503, type: 'service_unavailable_error' },
   no_capacity: { status: 503, type: 'service_unavailable_error' },
+  shed_for_priority: { status: 503, type: 'service_unavailable_error' },
   deadline_unmeetable: { status: 503, type: 'service_unavailable_error' },
   upstream_error: { status: 502, type: 'server_error' },
   upstream_timeout: { status: 504, type: 'server_error' },

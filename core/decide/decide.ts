@@ -6,16 +6,18 @@ import { chainBlockHashes, prefixHashes, prefixSeed, type Priority, type RoutedR
 import { rejection, type Rejection } from '../errors.ts';
 import type { RequestFacts } from '../facts/request-facts.ts';
 import type { FleetView } from '../fleet/types.ts';
-import type { Snapshot, Tenant } from '../policy/snapshot.ts';
+import type { Pool, Snapshot, Tenant } from '../policy/snapshot.ts';
 import { capacityRejection, deadlineRejection, estimatedWaitMs, quotaCost, quotaRejection } from './admit.ts';
-import { buildCandidates } from './candidates.ts';
+import { buildCandidates, type CandidateSet } from './candidates.ts';
 import { tenantStepSlot } from './derived.ts';
 import type { Admitted, Decision, Rejected } from './decision.ts';
 import type { DecideEnv } from './env.ts';
 import { chooseModel } from './model.ts';
 import { choosePool } from './pool.ts';
+import { priorityClass, resolvePriority } from './priority.ts';
+import { shed, type ShedVerdict } from './shed.ts';
 import { chooseReplica } from './replica.ts';
-import type { DecisionTrace } from './trace.ts';
+import type { DecisionTrace, StepTrace, TraceAlternative } from './trace.ts';
 
 export { decisionJson, type Admitted, type Decision, type Rejected } from './decision.ts';
 
@@ -49,7 +51,9 @@ export function decide(
   // Who is asking.
   const tenant = resolveTenant(snapshot, facts.apiKeyHash);
   if ('code' in tenant) return rejected(requestId, tenant, trace, undefined, { decidedBy: 'tenant lookup', reason: tenant.message });
-  const priority: Priority = facts.priority ?? tenant.defaultPriority;
+  const level = resolvePriority(facts.priority, tenant, snapshot.settings.priorityNames);
+  if (typeof level !== 'number') return rejected(requestId, level, trace, tenant, { decidedBy: 'request check', reason: level.message });
+  const priority: Priority = priorityClass(level);
   const maxTokens = facts.maxTokens ?? snapshot.settings.defaultMaxTokens;
   trace.tenant = tenant.steps[tenantStepSlot(facts.apiKeyHash !== undefined, priority === 'batch')];
 
@@ -68,6 +72,7 @@ export function decide(
     tenant: tenant.id,
     tenantTier: tenant.tier,
     priority,
+    priorityLevel: level,
     hasConversation: facts.conversationId !== undefined,
     stream: facts.stream,
     endpoint: facts.endpoint,
@@ -94,22 +99,38 @@ export function decide(
   const poolStep = choosePool(model.id, version, ruleFacts, facts.promptTokens + (facts.maxTokens ?? 0), snapshot);
   trace.pool = poolStep.trace;
   if ('rejected' in poolStep) return rejected(requestId, poolStep.rejected, trace, tenant, undefined, { model: model.id, version: version.version });
-  const pool = poolStep.pool;
-  const chosen = { model: model.id, version: version.version, adapter, canary: version.canary, pool: pool.name };
+  let pool = poolStep.pool;
+  const chosen = { model: model.id, version: version.version, adapter, canary: version.canary, pool: pool.name, priority: level };
 
-  // 3. Which replica.
+  // 3. Which replica. A pool that would refuse for capacity, or shed this
+  // priority, may overflow into another pool of the version (validated loop-free).
   const now = env.now();
-  const candidateSet = buildCandidates(pool, fleet, now, snapshot.settings.maxStalenessMs, options.excludeReplicas);
-  const { candidates, excluded } = candidateSet;
-  if (candidates.length === 0) {
-    const r = rejection('no_healthy_replica', `No replica of pool ${pool.name} (${model.id}@${version.version}) is ready. Retry after 5 s.`, { retryAfterS: 5 });
-    trace.replica = { decidedBy: 'filters', reason: 'every replica is excluded', alternatives: excluded };
-    return rejected(requestId, r, trace, tenant, undefined, chosen);
-  }
-  const full = capacityRejection(pool, candidates);
-  if (full) {
-    trace.admit = { decidedBy: 'capacity', reason: full.message, alternatives: candidates.map((c) => ({ name: c.id, score: c.signals.queueDepth, note: 'queue depth' })) };
-    return rejected(requestId, full, trace, tenant, undefined, chosen);
+  let candidateSet: CandidateSet;
+  let verdict: ShedVerdict | undefined;
+  for (let hops = 0; ; hops++) {
+    candidateSet = buildCandidates(pool, fleet, now, snapshot.settings.maxStalenessMs, options.excludeReplicas);
+    const { candidates, excluded } = candidateSet;
+    if (candidates.length === 0) {
+      const r = rejection('no_healthy_replica', `No replica of pool ${pool.name} (${model.id}@${version.version}) is ready. Retry after 5 s.`, { retryAfterS: 5 });
+      trace.replica = { decidedBy: 'filters', reason: 'every replica is excluded', alternatives: excluded };
+      return rejected(requestId, r, trace, tenant, undefined, chosen);
+    }
+    const full = capacityRejection(pool, candidates);
+    // A retry was admitted once already: it is not shed the second time.
+    verdict = full || options.quotaTaken ? undefined : shed(pool, candidates, level, env.random);
+    const refused = full ?? verdict?.rejection;
+    if (!refused) break;
+    const next = hops < MAX_OVERFLOW_HOPS ? overflowOf(pool, snapshot, version, facts.promptTokens + (facts.maxTokens ?? 0)) : undefined;
+    if (next) {
+      trace.pool = overflowStep(trace.pool!, pool, next, full ? 'at capacity' : `shedding priority ${level} (p=${round2(verdict!.probability)})`);
+      pool = next;
+      chosen.pool = pool.name;
+      continue;
+    }
+    trace.admit = full
+      ? { decidedBy: 'capacity', reason: full.message, alternatives: candidates.map((c) => ({ name: c.id, score: c.signals.queueDepth, note: 'queue depth' })) }
+      : { decidedBy: 'shedding', reason: refused.message, facts: { priority: level, saturation: round2(verdict!.saturation), shedProbability: round2(verdict!.probability) } };
+    return rejected(requestId, refused, trace, tenant, undefined, chosen);
   }
   const routed = new Routed(facts, snapshot.settings, chosen, tenant.id, priority, maxTokens, options.blockHashes);
   const budgetMs = options.pickBudgetMs ?? 1;
@@ -130,11 +151,13 @@ export function decide(
     trace.admit = { decidedBy: 'deadline', reason: late.message, facts: { deadlineMs: facts.deadlineMs } };
     return rejected(requestId, late, trace, tenant, undefined, chosen, undefined, chain, pool);
   }
-  trace.admit = {
-    decidedBy: 'admitted',
-    reason: 'within quota, capacity and deadline',
-    facts: { estimatedWaitMs: Math.round(estimatedWaitMs(pool, replica, facts.promptTokens)), deadlineMs: facts.deadlineMs ?? null },
-  };
+  const admitFacts: Record<string, unknown> = { estimatedWaitMs: Math.round(estimatedWaitMs(pool, replica, facts.promptTokens)), deadlineMs: facts.deadlineMs ?? null, priority: level };
+  // A sheddable request that was not shed says how close it came.
+  if (verdict && verdict.probability > 0) {
+    admitFacts.saturation = round2(verdict.saturation);
+    admitFacts.shedProbability = round2(verdict.probability);
+  }
+  trace.admit = { decidedBy: 'admitted', reason: 'within quota, capacity and deadline', facts: admitFacts };
 
   const admitted: Admitted = {
     admitted: true,
@@ -146,6 +169,7 @@ export function decide(
     adapter: chosen.adapter,
     canary: chosen.canary,
     pool: chosen.pool,
+    priority: level,
     replica: replica.id,
     replicaUrl: replica.url,
     upstreamModel: adapter ?? model.id,
@@ -163,6 +187,25 @@ export function decide(
 
 const NO_OPTIONS: DecideOptions = Object.freeze({});
 
+/** Overflow hops followed at most; compiled policies have no loops, this only bounds the walk. */
+const MAX_OVERFLOW_HOPS = 8;
+
+/** The pool `pool` overflows into, if it exists and the request fits its length limit. */
+function overflowOf(pool: Pool, snapshot: Snapshot, version: Parameters<Snapshot['poolsOfVersion']['get']>[0], requiredTokens: number): Pool | undefined {
+  if (pool.overflow === undefined) return undefined;
+  for (const p of snapshot.poolsOfVersion.get(version) ?? []) {
+    if (p.name === pool.overflow) return p.maxModelLen === undefined || requiredTokens <= p.maxModelLen ? p : undefined;
+  }
+  return undefined;
+}
+
+function overflowStep(step: StepTrace, from: Pool, to: Pool, why: string): StepTrace {
+  const alternatives: TraceAlternative[] = [...(step.alternatives ?? []), { name: from.name, note: why }];
+  return { decidedBy: 'overflow', reason: `${step.reason}; ${from.name} ${why} → overflow to ${to.name}`, facts: step.facts, alternatives };
+}
+
+const round2 = (x: number) => Math.round(x * 100) / 100;
+
 /** The tenant of an API key hash (undefined: no key sent), or the 401 to answer. */
 export function resolveTenant(snapshot: Snapshot, apiKeyHash: string | undefined): Tenant | Rejection {
   if (apiKeyHash !== undefined) return snapshot.tenantsByKeyHash.get(apiKeyHash) ?? rejection('invalid_api_key', 'Incorrect API key provided. Send a key this router knows as "Authorization: Bearer <key>" (keys are configured in the tenants policy).');
@@ -175,7 +218,7 @@ function rejected(
   trace: DecisionTrace,
   tenant?: Tenant,
   step?: DecisionTrace['admit'],
-  chosen?: { model: string; version?: string; adapter?: string; canary?: boolean; pool?: string },
+  chosen?: { model: string; version?: string; adapter?: string; canary?: boolean; pool?: string; priority?: number },
   action?: Rejected['action'],
   chain?: Rejected['chain'],
   poolRef?: Rejected['poolRef'],
@@ -191,6 +234,7 @@ function rejected(
     adapter: chosen?.adapter,
     canary: chosen?.canary,
     pool: chosen?.pool,
+    priority: chosen?.priority,
     reason: `${r.code}: ${r.message}`,
     rejection: r,
     action,

@@ -32,6 +32,8 @@ interface DecisionBase {
   /** What picked the replica, or why the request was rejected. */
   readonly reason: string;
   readonly trace: DecisionTrace;
+  /** The request's integer priority (core/decide/priority.ts), once the tenant is known. */
+  readonly priority?: number;
   /** Set once the strategy chain ran (admitted, or rejected after it), with its pool. */
   readonly chain?: ChainRun;
   readonly poolRef?: Pool;
@@ -90,6 +92,7 @@ export function decisionJson(decision: Decision): Record<string, unknown> {
     adapter: decision.adapter ?? null,
     canary: decision.canary ?? null,
     pool: decision.pool ?? null,
+    priority: decision.priority ?? null,
     replica: decision.admitted ? decision.replica : null,
     reason: decision.reason,
   };

@@ -3,7 +3,7 @@
 // the simulator build them the same way.
 import { createHash } from 'node:crypto';
 import { Ajv, type ValidateFunction } from 'ajv';
-import type { Priority } from '../../sdk/index.ts';
+import { parsePriorityHeader } from '../decide/priority.ts';
 import { rejection, type Rejection } from '../errors.ts';
 import { CODE_SCAN_CHARS, looksLikeCode } from './code.ts';
 import { messageContents, renderMessages, renderPrompt } from './prompt.ts';
@@ -29,8 +29,8 @@ export interface RequestFacts {
   readonly messageCount: number;
   readonly hasCode: boolean;
   readonly conversationId?: string;
-  /** From x-priority; the tenant's default applies when absent. */
-  readonly priority?: Priority;
+  /** From x-priority: an integer, or a name the policy maps to one (core/decide/priority.ts); the tenant's default applies when absent. */
+  readonly priority?: number | string;
   /** From x-deadline-ms: how long the client will wait for the first token. */
   readonly deadlineMs?: number;
   /** sha256 of the bearer key, hex; undefined when no key was sent. */
@@ -107,8 +107,9 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
   }
 
   const priorityHeader = header(input.headers, 'x-priority');
-  if (priorityHeader !== undefined && priorityHeader !== 'interactive' && priorityHeader !== 'batch') {
-    return rejection('invalid_request', `x-priority must be "interactive" or "batch", not "${quoted(priorityHeader)}".`, { param: 'x-priority' });
+  const priority = priorityHeader === undefined ? undefined : parsePriorityHeader(priorityHeader);
+  if (priorityHeader !== undefined && priority === undefined) {
+    return rejection('invalid_request', `x-priority must be an integer (e.g. 0, or -1 to be shed first) or a priority name such as "interactive" or "batch", not "${quoted(priorityHeader)}".`, { param: 'x-priority' });
   }
   const deadlineHeader = header(input.headers, 'x-deadline-ms');
   let deadlineMs: number | undefined;
@@ -153,7 +154,7 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
     messageCount,
     hasCode: looksLikeCode(contents),
     conversationId,
-    priority: priorityHeader as Priority | undefined,
+    priority,
     deadlineMs,
     apiKeyHash,
     stream: body.stream === true,

@@ -2,6 +2,7 @@
 // pool, replica, outcome, reason — never conversation ids, prefixes or
 // request ids, whose values grow without end.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { AdmissionMetrics } from './admission-metrics.ts';
 
 /** Every per-pool series is labelled with the pool's key (`model@version/name`): a pool's name alone is shared by the pools of several models. */
 export const poolLabel = (model: string, version: string, pool: string): string => `${model}@${version}/${pool}`;
@@ -126,6 +127,8 @@ export class RouterMetrics {
   readonly replicaSignalAge = this.replicaGauge('switchyard_replica_signal_age_seconds', 'Age of the scraped load signals of each replica (+Inf before the first scrape).');
   readonly replicaHealthy = this.replicaGauge('switchyard_replica_ready', '1 when the replica takes new requests (ready or not yet checked), else 0.');
   readonly replicaEjected = this.replicaGauge('switchyard_replica_ejected', '1 while outlier detection has the replica ejected, else 0.');
+  /** Shedding, quota settlement, load in tokens (admission-metrics.ts). */
+  readonly admission = new AdmissionMetrics(this.registry);
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'switchyard_process_' });

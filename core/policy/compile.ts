@@ -43,7 +43,7 @@ export function compilePolicy(checked: readonly CheckedSource[], options: Compil
   const models = compileModels(ctx);
   const rules = compileCascades(ctx, models); // before aliases, which name cascades
   const aliases = compileAliases(ctx, models, rules.cascades);
-  const tenants = compileTenants(ctx, models, aliases);
+  const tenants = compileTenants(ctx, models, aliases, settings.priorityNames);
   const pools = compilePools(ctx, models);
   checkVersionsServed(ctx, models, pools.poolsByVersion);
   const poolRules = compilePoolRules(ctx, rules, pools.poolNames);

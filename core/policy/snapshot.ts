@@ -8,6 +8,7 @@ import type { Candidate, Engine, LoadScoreWeights, Priority, StrategyDefinition,
 import type { PickBudget } from '../decide/budget.ts';
 import type { CandidateCache } from '../decide/candidates.ts';
 import type { PoolSteps } from '../decide/derived.ts';
+import type { SheddingSettings } from '../decide/shed.ts';
 import type { ModelChoice } from '../decide/model.ts';
 import type { StepTrace } from '../decide/trace.ts';
 import type { TokenEstimator } from '../facts/tokens.ts';
@@ -58,7 +59,12 @@ export interface Tenant {
   /** Base model id → the adapter applied to this tenant's requests for it. */
   readonly defaultAdapters: ReadonlyMap<string, string>;
   readonly quotas: { readonly requestsPerMinute?: number; readonly tokensPerMinute?: number };
+  /** The class of defaultPriorityLevel (what strategies and the `priority` rule fact see). */
   readonly defaultPriority: Priority;
+  /** The integer priority of requests without x-priority (core/decide/priority.ts). */
+  readonly defaultPriorityLevel: number;
+  /** x-priority above this is lowered to it. */
+  readonly maxPriority: number;
   /** Derived when compiled (core/decide/derived.ts): the tenant's trace step by tenantStepSlot(). */
   readonly steps: readonly StepTrace[];
   /** Derived when compiled: the model choice of each name the tenant may ask for plainly. */
@@ -131,6 +137,12 @@ export interface Pool {
   readonly chain: readonly StrategySlot[];
   readonly saturation: { readonly kvUsage: number; readonly queueDepth: number };
   readonly capacity: { readonly queueDepth: number; readonly retryAfterS: number };
+  /** Who is refused first as the pool fills (core/decide/shed.ts). */
+  readonly shedding: SheddingSettings;
+  /** Send the request's priority in the engine's `priority` body field. */
+  readonly forwardPriority: boolean;
+  /** The pool of the same version taking what this one would refuse for capacity (checked loop-free when compiled). */
+  readonly overflow?: string;
   readonly weights: LoadScoreWeights;
   readonly waitEstimate: { readonly msPerQueuedRequest: number; readonly prefillMsPer1kTokens: number };
   readonly upstream: UpstreamSettings;
@@ -167,6 +179,8 @@ export interface RouterSettings {
   readonly estimator: TokenEstimator;
   /** Shared quotas (docs/quotas.md); read when the router starts. */
   readonly quotaStore: QuotaStoreSettings;
+  /** x-priority names → integer priorities (interactive 0 and batch -1 unless moved). */
+  readonly priorityNames: ReadonlyMap<string, number>;
 }
 
 export interface QuotaStoreSettings {

@@ -30,6 +30,8 @@ export const RULE_FACTS: Readonly<Record<string, RuleFact>> = {
   tenant: { type: { kind: 'string' } },
   tenantTier: { type: { kind: 'string' } },
   priority: { type: { kind: 'enum', values: ['interactive', 'batch'] } },
+  /** The integer behind `priority` (x-priority, capped by the tenant): negative is sheddable. */
+  priorityLevel: { type: { kind: 'number' } },
   hasConversation: { type: { kind: 'boolean' } },
   stream: { type: { kind: 'boolean' } },
   endpoint: { type: { kind: 'enum', values: ['chat', 'completions', 'embeddings'] } },

@@ -15,6 +15,7 @@ import type { UpstreamOutcome } from '../fleet/outlier.ts';
 import type { FleetView } from '../fleet/types.ts';
 import type { DecisionLog } from '../observe/decision-log.ts';
 import type { RouterMetrics } from '../observe/metrics.ts';
+import { countShed } from './count-shed.ts';
 import { RequestTrace, type UpstreamAttemptTrace } from '../observe/tracing.ts';
 import type { Tracer } from '@opentelemetry/api';
 import type { Pool, ReplicaSpec, Snapshot } from '../policy/snapshot.ts';
@@ -27,6 +28,7 @@ import type { SilenceKey, SilenceWatch } from './silence.ts';
 import { QUOTA_WAIT_ROUNDS, quotaWait } from '../quota/wait.ts';
 import type { Upstreams } from './upstream.ts';
 import { notifyDecided, notifyEnded, type RequestObserver } from './request-observer.ts';
+import { UpstreamBody } from './upstream-body.ts';
 
 /** Where requests get their snapshot: acquired at arrival, released when the response ends. */
 export interface PolicySource {
@@ -131,7 +133,7 @@ async function route(
   const body = request.body as Record<string, unknown>;
   const stream = body.stream === true;
   // Serialized once, for every attempt. A copy only when the model changes.
-  const upstreamBody = JSON.stringify(body.model === decision.upstreamModel ? body : { ...body, model: decision.upstreamModel });
+  const upstreamBody = new UpstreamBody(body, { upstreamModel: decision.upstreamModel, priority: decision.poolRef.forwardPriority ? decision.priority : undefined, injectUsage: false });
   const tokenBudget = (facts as RequestFacts).maxTokens ?? snapshot.settings.defaultMaxTokens;
   const budgetKey = decision.poolRef.key;
   deps.retryBudget.begin(budgetKey);
@@ -141,7 +143,7 @@ async function route(
   let attempts = 0;
   try {
     for (;;) {
-      result = await send(deps, snapshot, decision, path, upstreamBody, stream, tokenBudget, request, res, retrying, traced?.attempt(decision.replica, deps.urlOf(replicaOf(snapshot, decision.poolRef, decision.replica)), attempts + 1, (facts as RequestFacts).maxTokens));
+      result = await send(deps, snapshot, decision, path, upstreamBody.for(replicaOf(snapshot, decision.poolRef, decision.replica).engine), stream, tokenBudget, request, res, retrying, traced?.attempt(decision.replica, deps.urlOf(replicaOf(snapshot, decision.poolRef, decision.replica)), attempts + 1, (facts as RequestFacts).maxTokens));
       attempts++;
       if (result.kind !== 'retryable') break;
       // Failed before the first byte: another replica, if the pool's limits allow.
@@ -295,6 +297,7 @@ async function send(
 function reject(deps: ProxyDeps, request: FastifyRequest, res: FastifyReply['raw'], decision: Rejected): void {
   const r = decision.rejection;
   countRejection(deps.metrics, decision);
+  countShed(deps.metrics, decision);
   writeRejection(res, r, request.id);
   request.log.info({ status: r.status, reject: r.code, model: decision.model, pool: decision.pool }, 'rejected');
 }

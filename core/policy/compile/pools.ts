@@ -6,17 +6,20 @@ import { OUTLIER_DEFAULTS } from '../../fleet/outlier.ts';
 import { PickBudget } from '../../decide/budget.ts';
 import { CandidateCache } from '../../decide/candidates.ts';
 import { replicaCapacity } from '../../decide/derived.ts';
+import { SHEDDING_DEFAULTS } from '../../decide/shed.ts';
 import { configValidator } from '../../plugins/config.ts';
 import { versionKey, type Pool, type ReplicaSpec, type Snapshot, type StrategySlot } from '../snapshot.ts';
 import type { PolicySource } from '../source.ts';
 import type { CompileContext, Doc } from './context.ts';
 import type { CompiledModels } from './models.ts';
+import { checkOverflow, type OverflowRef } from './overflow.ts';
 import { closest, schemaProblems, type PathSegment } from '../../diagnostics/schema-problems.ts';
 import { replicaUrlProblem } from './replica-urls.ts';
 
 const DEFAULTS = {
   saturation: { kv_usage: 0.95, queue_depth: 32 },
   capacity: { queue_depth: 128, retry_after_s: 2 },
+  shedding: { mode: SHEDDING_DEFAULTS.mode, exponent: SHEDDING_DEFAULTS.exponent, scale: SHEDDING_DEFAULTS.scale },
   wait_estimate: { ms_per_queued_request: 50, prefill_ms_per_1k_tokens: 20 },
   // docs/reliability.md gives each default's reason.
   upstream: { connect_timeout_ms: 2000, stream_headers_timeout_ms: 15_000, headers_timeout_ms: 300_000, stream_idle_timeout_ms: 120_000, body_timeout_ms: 60_000, connections: 128 },
@@ -59,6 +62,7 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
   const replicas = new Map<string, ReplicaSpec>();
   const poolNames = new Set<string>();
   const poolsByVersion = new Map<string, Pool[]>();
+  const overflows: OverflowRef[] = [];
   for (const { source, doc } of ctx.ofKind('pools')) {
     const defaults = doc.defaults ?? {};
     (doc.pools ?? []).forEach((p: Doc, i: number) => {
@@ -101,6 +105,7 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
       const weightsDoc = { ...defaults.load_score, ...p.load_score };
       const saturation = setting('saturation');
       const capacity = setting('capacity');
+      const shedding = setting('shedding');
       const wait = setting('wait_estimate');
       const upstream = setting('upstream');
       const retries = setting('retries');
@@ -118,6 +123,9 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
         candidateCache: new CandidateCache(poolReplicas),
         saturation: { kvUsage: saturation.kv_usage, queueDepth: saturation.queue_depth },
         capacity: { queueDepth: capacity.queue_depth, retryAfterS: capacity.retry_after_s },
+        shedding: { mode: shedding.mode, exponent: shedding.exponent, scale: shedding.scale },
+        forwardPriority: p.forward_priority ?? defaults.forward_priority ?? false,
+        overflow: p.overflow,
         weights: {
           kvUsage: weightsDoc.kv_usage ?? DEFAULT_LOAD_SCORE_WEIGHTS.kvUsage,
           queue: weightsDoc.queue ?? DEFAULT_LOAD_SCORE_WEIGHTS.queue,
@@ -143,12 +151,14 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
         },
       };
       drafts.push(pool);
+      if (p.overflow !== undefined) overflows.push({ pool, source, at: [...path, 'overflow'] });
       pending.set(pool, checkChain(ctx, source, strategiesPath, strategies, key));
       poolNames.add(p.name);
       const vk = versionKey(p.model, p.version);
       poolsByVersion.set(vk, [...(poolsByVersion.get(vk) ?? []), pool]);
     });
   }
+  checkOverflow(ctx, overflows, poolsByVersion);
   return { drafts, pending, replicas, poolNames, poolsByVersion };
 }
 

@@ -1,5 +1,6 @@
 // Router settings (kind: settings): at most one document; defaults otherwise.
 import { dirname, resolve } from 'node:path';
+import { DEFAULT_PRIORITY_NAMES } from '../../decide/priority.ts';
 import { charsPerTokenEstimator } from '../../facts/tokens.ts';
 import type { QuotaStoreSettings, RouterSettings } from '../snapshot.ts';
 import type { CompileContext } from './context.ts';
@@ -34,6 +35,7 @@ const SETTINGS_DEFAULTS: RouterSettings = {
   pluginDirs: [],
   quotaStore: QUOTA_STORE_DEFAULTS,
   estimator: charsPerTokenEstimator(4),
+  priorityNames: DEFAULT_PRIORITY_NAMES,
 };
 
 export function compileSettings(ctx: CompileContext): RouterSettings {
@@ -63,6 +65,7 @@ export function compileSettings(ctx: CompileContext): RouterSettings {
     pluginDirs: doc.plugin_dirs.map((dir: string) => resolve(base, dir)),
     estimator: charsPerTokenEstimator(doc.chars_per_token),
     quotaStore: quotaStoreSettings(doc.quota_store),
+    priorityNames: doc.priority_names ? new Map([...DEFAULT_PRIORITY_NAMES, ...Object.entries(doc.priority_names as Record<string, number>)]) : DEFAULT_PRIORITY_NAMES,
   };
 }
 

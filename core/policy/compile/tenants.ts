@@ -1,6 +1,6 @@
 // Tenants (kind: tenants): key hashes, allowed models, adapters, quotas.
-import type { Priority } from '../../../sdk/index.ts';
 import { tenantSteps } from '../../decide/derived.ts';
+import { priorityClass } from '../../decide/priority.ts';
 import type { AliasEntry, Tenant, TenantAdapter } from '../snapshot.ts';
 import type { PolicySource } from '../source.ts';
 import { unknown, type CompileContext, type Doc } from './context.ts';
@@ -14,7 +14,12 @@ export interface CompiledTenants {
   readonly anonymousTenant?: Tenant;
 }
 
-export function compileTenants(ctx: CompileContext, { models, unknownModel }: CompiledModels, aliases: ReadonlyMap<string, AliasEntry>): CompiledTenants {
+export function compileTenants(
+  ctx: CompileContext,
+  { models, unknownModel }: CompiledModels,
+  aliases: ReadonlyMap<string, AliasEntry>,
+  priorityNames: ReadonlyMap<string, number>,
+): CompiledTenants {
   const tenantsById = new Map<string, Tenant>();
   const tenantsByKeyHash = new Map<string, Tenant>();
   const adapters = new Map<string, string>();
@@ -47,6 +52,18 @@ export function compileTenants(ctx: CompileContext, { models, unknownModel }: Co
         adapters.set(a.name, a.model);
         tenantAdapters.set(a.name, { name: a.name, model: a.model, isDefault: a.default });
       });
+      // A priority is an integer or a name of settings' priority_names.
+      const level = (field: string, fallback: number): number => {
+        const value = t[field];
+        if (value === undefined) return fallback;
+        if (typeof value === 'number') return value;
+        const named = priorityNames.get(value);
+        if (named === undefined) ctx.report(source, [...path, field], `"${value}" is not a priority name (known: ${[...priorityNames.keys()].join(', ')}); use an integer or add it to settings' priority_names`);
+        return named ?? fallback;
+      };
+      const defaultLevel = level('default_priority', 0);
+      const maxPriority = level('max_priority', Math.max(0, defaultLevel));
+      if (defaultLevel > maxPriority) ctx.report(source, [...path, 'default_priority'], `default_priority (${defaultLevel}) is above max_priority (${maxPriority})`);
       const tenant: Tenant = {
         id: t.id,
         tier: t.tier,
@@ -54,7 +71,9 @@ export function compileTenants(ctx: CompileContext, { models, unknownModel }: Co
         adapters: tenantAdapters,
         defaultAdapters,
         quotas: { requestsPerMinute: t.quotas?.requests_per_minute, tokensPerMinute: t.quotas?.tokens_per_minute },
-        defaultPriority: t.default_priority as Priority,
+        defaultPriority: priorityClass(defaultLevel),
+        defaultPriorityLevel: defaultLevel,
+        maxPriority,
         steps: tenantSteps(t.id, t.tier),
         plainChoices: new Map(), // filled once the snapshot is whole (compile.ts)
         decisionHeaders: t.decision_headers,
