@@ -39,7 +39,7 @@ export class UpstreamBody {
     const { body, options } = this;
     if (body.model === options.upstreamModel && options.priority === undefined && !options.injectUsage) return body; // the common case: no copy
     const out: Record<string, unknown> = { ...body, model: options.upstreamModel };
-    if (options.priority !== undefined) out.priority = engine === 'sglang' ? options.priority : -options.priority;
+    if (options.priority !== undefined) out.priority = engine === 'sglang' ? options.priority : 0 - options.priority;
     if (options.injectUsage) out.stream_options = { ...(body.stream_options as object | undefined), include_usage: true };
     return out;
   }
