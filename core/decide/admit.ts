@@ -4,13 +4,44 @@
 // estimated wait past the client's deadline → 503.
 import type { Candidate } from '../../sdk/index.ts';
 import { rejection, type Rejection } from '../errors.ts';
-import type { Pool, Tenant } from '../policy/snapshot.ts';
+import type { Pool, Snapshot, Tenant } from '../policy/snapshot.ts';
 import type { RequestFacts } from '../facts/request-facts.ts';
+import { admissionCost, type TokenCharge } from '../quota/cost.ts';
 import type { QuotaCost, QuotaStore } from './quota.ts';
 
-/** What one request costs against its tenant's quota: the prompt plus the most it may generate. */
-export function quotaCost(facts: Pick<RequestFacts, 'promptTokens' | 'maxTokens'>, defaultMaxTokens: number): QuotaCost {
-  return { requests: 1, tokens: facts.promptTokens + (facts.maxTokens ?? defaultMaxTokens) };
+/**
+ * What one request costs against its tenant's quota at admission: the prompt
+ * plus the most it may generate (core/quota/cost.ts), on `pool`'s context
+ * length; before the pool is known, on the longest of any pool, so that what
+ * a shared store prepares covers what decide() then asks.
+ */
+export function quotaCost(facts: RequestFacts, tenant: Tenant, snapshot: Snapshot, pool?: Pool): TokenCharge {
+  const { weights } = tenant.quotas;
+  const defaultMax = snapshot.settings.defaultMaxTokens;
+  if (pool) return admissionCost(facts, weights, pool.maxModelLen, defaultMax);
+  const { longest, unlimited } = contexts(snapshot);
+  const bounded = admissionCost(facts, weights, longest, defaultMax);
+  if (!unlimited) return bounded;
+  const other = admissionCost(facts, weights, undefined, defaultMax);
+  return other.tokens > bounded.tokens ? other : bounded;
+}
+
+const contextsOf = new WeakMap<Snapshot, { longest?: number; unlimited: boolean }>();
+
+/** The longest max_model_len of any pool, and whether some pool has none (default_max_tokens stands in there). */
+function contexts(snapshot: Snapshot): { longest?: number; unlimited: boolean } {
+  let known = contextsOf.get(snapshot);
+  if (!known) {
+    let longest: number | undefined;
+    let unlimited = false;
+    for (const pool of snapshot.pools) {
+      if (pool.maxModelLen === undefined) unlimited = true;
+      else longest = Math.max(longest ?? 0, pool.maxModelLen);
+    }
+    known = { longest, unlimited };
+    contextsOf.set(snapshot, known);
+  }
+  return known;
 }
 
 export function quotaRejection(store: QuotaStore, tenant: Tenant, cost: QuotaCost, now: number): Rejection | undefined {

@@ -140,9 +140,11 @@ export function decide(
   const chain = replicaStep.run;
 
   // 4. Admit or reject. Quota is only looked at here: commit() takes it.
-  const cost = quotaCost(facts, snapshot.settings.defaultMaxTokens);
+  const cost = quotaCost(facts, tenant, snapshot, pool);
   const overQuota = options.quotaTaken ? undefined : quotaRejection(env.quota, tenant, cost, now);
-  if (overQuota) {
+  // A shadow quota counts and reports, never refuses (docs/quotas.md).
+  const shadowOver = overQuota !== undefined && tenant.quotas.shadow;
+  if (overQuota && !shadowOver) {
     trace.admit = { decidedBy: 'quota', reason: overQuota.message, facts: { tokens: cost.tokens } };
     return rejected(requestId, overQuota, trace, tenant, undefined, chosen, undefined, chain, pool);
   }
@@ -157,7 +159,8 @@ export function decide(
     admitFacts.saturation = round2(verdict.saturation);
     admitFacts.shedProbability = round2(verdict.probability);
   }
-  trace.admit = { decidedBy: 'admitted', reason: 'within quota, capacity and deadline', facts: admitFacts };
+  if (shadowOver) admitFacts.shadowQuota = overQuota.message;
+  trace.admit = { decidedBy: 'admitted', reason: shadowOver ? 'within capacity and deadline; over its shadow quota (not enforced)' : 'within quota, capacity and deadline', facts: admitFacts };
 
   const admitted: Admitted = {
     admitted: true,
@@ -181,6 +184,7 @@ export function decide(
     chain,
     tenantRef: tenant,
     charge: options.quotaTaken ? undefined : cost,
+    shadowOverQuota: shadowOver || undefined,
   };
   return admitted;
 }

@@ -4,7 +4,7 @@
 import type { RoutedRequest } from '../../sdk/index.ts';
 import type { Rejection } from '../errors.ts';
 import type { Pool, Tenant } from '../policy/snapshot.ts';
-import type { QuotaCost } from './quota.ts';
+import type { TokenCharge } from '../quota/cost.ts';
 import type { StrategyFault } from './replica.ts';
 import type { DecisionTrace } from './trace.ts';
 
@@ -59,8 +59,10 @@ export interface Admitted extends DecisionBase {
   readonly poolRef: Pool;
   readonly chain: ChainRun;
   readonly tenantRef: Tenant;
-  /** The quota commit() takes; undefined on a retry, whose quota was taken already. */
-  readonly charge?: QuotaCost;
+  /** The quota commit() takes, an estimate settled on usage once the engine answered; undefined on a retry, whose quota was taken already. */
+  readonly charge?: TokenCharge;
+  /** Admitted although over its tenant's shadow quota. */
+  readonly shadowOverQuota?: true;
 }
 
 export interface Rejected extends DecisionBase {

@@ -29,6 +29,12 @@ export interface QuotaStore {
   /** Takes `cost` (called once the request is admitted). */
   take(tenant: string, cost: QuotaCost, limits: QuotaLimits, now: number): void;
   /**
+   * Settles a token charge once the engine's usage is known: `tokens` > 0
+   * gives back what the estimate took beyond the use, < 0 takes what the use
+   * exceeded it by. The bucket never goes below empty nor above full.
+   */
+  settle?(tenant: string, tokens: number, limits: QuotaLimits, now: number): void;
+  /**
    * A shared store: a promise while this router does not yet hold enough of
    * the tenant's quota to answer check() (it is being fetched, bounded by the
    * store's timeout); undefined when check() can answer now. Callers await
@@ -91,8 +97,15 @@ export class MemoryQuotaStore implements QuotaStore {
   take(tenant: string, cost: QuotaCost, limits: QuotaLimits, now: number): void {
     if (limits.requestsPerMinute === undefined && limits.tokensPerMinute === undefined) return;
     const bucket = this.refill(tenant, limits, now);
-    bucket.requests -= cost.requests;
-    bucket.tokens -= cost.tokens;
+    // Never below empty: a shadow quota takes what it admits over its limit.
+    bucket.requests = Math.max(0, bucket.requests - cost.requests);
+    bucket.tokens = Math.max(0, bucket.tokens - cost.tokens);
+  }
+
+  settle(tenant: string, tokens: number, limits: QuotaLimits, now: number): void {
+    if (limits.tokensPerMinute === undefined || !Number.isFinite(tokens) || tokens === 0) return;
+    const bucket = this.refill(tenant, limits, now);
+    bucket.tokens = Math.min(limits.tokensPerMinute, Math.max(0, bucket.tokens + tokens));
   }
 }
 

@@ -24,8 +24,10 @@ export interface RequestFacts {
    * applied, BOS as the engine adds it); present only when a tokenizer counted them.
    */
   readonly promptTokenIds?: Uint32Array;
-  /** As the client asked; undefined when it didn't say. */
+  /** As the client asked, the larger of max_tokens and max_completion_tokens; undefined when it didn't say. */
   readonly maxTokens?: number;
+  /** Sequences the engine generates: the larger of n and best_of (1 when neither is sent). */
+  readonly choices?: number;
   readonly messageCount: number;
   readonly hasCode: boolean;
   readonly conversationId?: string;
@@ -85,6 +87,13 @@ function header(headers: RequestInput['headers'], name: string): string | undefi
   return Array.isArray(value) ? value[0] : value;
 }
 
+/** The larger of two optional counts (non-integers are the schema's or the engine's to refuse: ignored here). */
+function largerOf(a: unknown, b: unknown): number | undefined {
+  const x = typeof a === 'number' && Number.isInteger(a) && a > 0 ? a : undefined;
+  const y = typeof b === 'number' && Number.isInteger(b) && b > 0 ? b : undefined;
+  return x === undefined ? y : y === undefined ? x : Math.max(x, y);
+}
+
 /** The facts, or the 400/401 a malformed request gets. Never throws on user input. */
 export function requestFacts(input: RequestInput, options: FactsOptions = {}): RequestFacts | Rejection {
   const body = input.body as Record<string, unknown>;
@@ -139,7 +148,9 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
     extraTokens = rendered.tokenIds ?? 0;
   }
   const estimator = options.estimator ?? defaultEstimator;
-  const maxTokens = (body.max_completion_tokens ?? body.max_tokens ?? undefined) as number | undefined;
+  // vLLM's chat endpoint reads max_completion_tokens first, its completions endpoint max_tokens only: the larger bounds both.
+  const maxTokens = largerOf(body.max_tokens, body.max_completion_tokens);
+  const choices = largerOf(body.n, body.best_of) ?? 1;
   const contents = input.endpoint === 'chat' ? messageContents(body.messages as { content?: unknown }[], CODE_SCAN_CHARS) : promptText;
 
   return {
@@ -151,6 +162,7 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
     // A count the sender supplies (the simulator's workload) is the engine's own.
     promptTokensSource: input.promptTokens !== undefined ? 'engine' : 'estimate',
     maxTokens,
+    choices,
     messageCount,
     hasCode: looksLikeCode(contents),
     conversationId,

@@ -12,6 +12,7 @@ import type { SheddingSettings } from '../decide/shed.ts';
 import type { ModelChoice } from '../decide/model.ts';
 import type { StepTrace } from '../decide/trace.ts';
 import type { TokenEstimator } from '../facts/tokens.ts';
+import type { TokenWeights } from '../quota/cost.ts';
 import type { RuleSet } from '../rules/compile.ts';
 
 export interface ModelVersion {
@@ -58,7 +59,7 @@ export interface Tenant {
   readonly adapters: ReadonlyMap<string, TenantAdapter>;
   /** Base model id → the adapter applied to this tenant's requests for it. */
   readonly defaultAdapters: ReadonlyMap<string, string>;
-  readonly quotas: { readonly requestsPerMinute?: number; readonly tokensPerMinute?: number };
+  readonly quotas: TenantQuotas;
   /** The class of defaultPriorityLevel (what strategies and the `priority` rule fact see). */
   readonly defaultPriority: Priority;
   /** The integer priority of requests without x-priority (core/decide/priority.ts). */
@@ -71,6 +72,15 @@ export interface Tenant {
   readonly plainChoices: ReadonlyMap<string, ModelChoice>;
   /** Overrides RouterSettings.decisionHeaders for this tenant. */
   readonly decisionHeaders?: DecisionHeaders;
+}
+
+export interface TenantQuotas {
+  readonly requestsPerMinute?: number;
+  readonly tokensPerMinute?: number;
+  /** Counted and reported, never refused. */
+  readonly shadow: boolean;
+  /** What each kind of token costs against tokensPerMinute. */
+  readonly weights: TokenWeights;
 }
 
 /** minimal: x-request-id and the model served; full: also pool, replica, strategy reason, adapter, policy generation, retried. */

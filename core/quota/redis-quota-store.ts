@@ -27,6 +27,8 @@ export interface RedisQuotaSettings extends Omit<QuotaStoreSettings, 'redisUrl'>
 
 /** A bucket untouched this long is full again, so its key may go. */
 const KEY_TTL_MS = 120_000;
+/** Usage settlements of a tenant are summed this long and sent as one script call (with leases). */
+const SETTLE_BATCH_MS = 50;
 
 interface Lease {
   /** Held locally, spendable without asking Redis. */
@@ -73,6 +75,9 @@ export class RedisQuotaStore implements QuotaStore {
   private probe: NodeJS.Timeout | undefined;
   private readonly sweep: NodeJS.Timeout;
   private closed = false;
+  /** Settlements not yet sent to Redis, by tenant: > 0 gives back, < 0 takes. */
+  private readonly unsettled = new Map<string, { tokens: number; limits: QuotaLimits }>();
+  private settleTimer: NodeJS.Timeout | undefined;
 
   private constructor(settings: RedisQuotaSettings, log: Logger) {
     this.settings = settings;
@@ -142,6 +147,59 @@ export class RedisQuotaStore implements QuotaStore {
     if (!this.isUp && this.settings.onUnavailable === 'fail_open') this.local.take(tenant, cost, this.share(limits), now);
   }
 
+  /**
+   * Usage settlement (docs/quotas.md). With leases, the tenant's lease takes
+   * it first (a refund up to a lease's size, a charge as far as the lease
+   * holds); the rest goes to the shared bucket, summed per tenant over a
+   * short batch. Without leases (lease_fraction 0), each one goes at once.
+   */
+  settle(tenant: string, tokens: number, limits: QuotaLimits, now: number): void {
+    const tpm = limits.tokensPerMinute;
+    if (tpm === undefined || !Number.isFinite(tokens) || tokens === 0 || this.closed) return;
+    if (!this.isUp) {
+      if (this.settings.onUnavailable === 'fail_open') this.local.settle(tenant, tokens, this.share(limits), now);
+      return;
+    }
+    const lease = this.leases.get(tenant);
+    if (lease && this.settings.leaseFraction > 0) {
+      if (tokens < 0) {
+        const taken = Math.min(Math.max(0, lease.tokens), -tokens);
+        lease.tokens -= taken;
+        tokens += taken;
+      } else {
+        const room = Math.max(0, Math.max(lease.lastCost.tokens, tpm * this.settings.leaseFraction) - lease.tokens);
+        const kept = Math.min(room, tokens);
+        lease.tokens += kept;
+        tokens -= kept;
+        lease.deniedUntil = 0;
+      }
+      if (tokens === 0) return;
+    }
+    const entry = this.unsettled.get(tenant);
+    if (entry) {
+      entry.tokens += tokens;
+      entry.limits = limits;
+    } else this.unsettled.set(tenant, { tokens, limits });
+    if (!this.settleTimer) {
+      this.settleTimer = setTimeout(() => void this.sendSettlements(), this.settings.leaseFraction > 0 ? SETTLE_BATCH_MS : 0);
+      this.settleTimer.unref();
+    }
+  }
+
+  private async sendSettlements(): Promise<void> {
+    this.settleTimer = undefined;
+    const batch = [...this.unsettled];
+    this.unsettled.clear();
+    await Promise.allSettled(
+      batch.map(([tenant, { tokens, limits }]) =>
+        tokens === 0
+          ? undefined
+          : this.redis.tokenBucket(this.key(tenant), tokens > 0 ? 'give' : 'charge', limits.requestsPerMinute ?? -1, limits.tokensPerMinute ?? -1, 0, Math.abs(tokens), 0, 0, '', KEY_TTL_MS),
+      ),
+    );
+    // A settlement lost to an outage costs at most what the bucket refills within a minute anyway.
+  }
+
   prepare(tenant: string, cost: QuotaCost, limits: QuotaLimits, now: number): Promise<void> | undefined {
     if (!hasQuota(limits) || !this.isUp || this.closed) return undefined;
     let lease = this.leases.get(tenant);
@@ -168,6 +226,10 @@ export class RedisQuotaStore implements QuotaStore {
 
   /** Gives every lease back (bounded by the timeout) and disconnects. */
   async close(): Promise<void> {
+    if (this.settleTimer) {
+      clearTimeout(this.settleTimer);
+      if (this.isUp) await this.sendSettlements();
+    }
     this.closed = true;
     clearInterval(this.sweep);
     if (this.probe) clearInterval(this.probe);

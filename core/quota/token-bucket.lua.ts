@@ -4,8 +4,9 @@
 // step for step, so both give the same verdicts (test/quota/bucket.test.ts).
 //
 // KEYS[1]  the tenant's hash: r (requests left), t (tokens left), at (ms of the last refill)
-// ARGV     op ('take' | 'give'), requests/min, tokens/min (-1: no limit),
-//          need requests, need tokens (take: all or nothing; give: amounts returned),
+// ARGV     op ('take' | 'give' | 'charge'), requests/min, tokens/min (-1: no limit),
+//          need requests, need tokens (take: all or nothing; give: amounts returned;
+//          charge: amounts taken as far as there are, never below empty: usage settlement),
 //          want requests, want tokens (take: up to this much when it fits: the lease),
 //          now in ms ('' : Redis's own clock, so routers' clocks never matter),
 //          key TTL in ms (a bucket untouched a minute is full: a missing key is full)
@@ -60,6 +61,9 @@ local grantT = 0
 if op == 'give' then
   if rpm >= 0 then r = math.min(rpm, r + needR) end
   if tpm >= 0 then t = math.min(tpm, t + needT) end
+elseif op == 'charge' then
+  if rpm >= 0 then r = math.max(0, r - needR) end
+  if tpm >= 0 then t = math.max(0, t - needT) end
 elseif (rpm < 0 or r >= needR) and (tpm < 0 or t >= needT) then
   fits = 1
   if rpm >= 0 then

@@ -19,5 +19,5 @@ export function quotaWait(store: QuotaStore, facts: RequestFacts | Rejection, sn
   if (!store.prepare || 'code' in facts) return undefined;
   const tenant = resolveTenant(snapshot, facts.apiKeyHash);
   if ('code' in tenant) return undefined;
-  return store.prepare(tenant.id, quotaCost(facts, snapshot.settings.defaultMaxTokens), tenant.quotas, now);
+  return store.prepare(tenant.id, quotaCost(facts, tenant, snapshot), tenant.quotas, now);
 }

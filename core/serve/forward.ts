@@ -63,6 +63,8 @@ export interface AttemptInput {
   readonly silence?: { readonly deadlineMs: number; onSilent(): void };
   /** A client that reads nothing of the response for this long has it aborted, upstream too. */
   readonly sendTimeoutMs?: number;
+  /** Reads the engine's usage as the response passes (usage-tap.ts); may remove the usage chunk the router asked for. */
+  readonly tap?: { data(chunk: Buffer, sse: boolean): Buffer };
 }
 
 /**
@@ -209,6 +211,10 @@ class Attempt implements Dispatcher.DispatchHandler {
     if (this.sse) {
       chunk = this.wholeEvents(chunk);
       if (chunk.length === 0) return; // nothing whole yet: a stream that dies now can still be retried
+    }
+    if (this.input.tap) {
+      chunk = this.input.tap.data(chunk, this.sse);
+      if (chunk.length === 0) return; // only the usage chunk the client did not ask for
     }
     if (!this.committed) this.commit();
     const { res } = this.input;

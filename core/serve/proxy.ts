@@ -29,6 +29,8 @@ import { QUOTA_WAIT_ROUNDS, quotaWait } from '../quota/wait.ts';
 import type { Upstreams } from './upstream.ts';
 import { notifyDecided, notifyEnded, type RequestObserver } from './request-observer.ts';
 import { UpstreamBody } from './upstream-body.ts';
+import { UsageSettlement } from './settle-usage.ts';
+import type { UsageTap } from './usage-tap.ts';
 
 /** Where requests get their snapshot: acquired at arrival, released when the response ends. */
 export interface PolicySource {
@@ -133,7 +135,11 @@ async function route(
   const body = request.body as Record<string, unknown>;
   const stream = body.stream === true;
   // Serialized once, for every attempt. A copy only when the model changes.
-  const upstreamBody = new UpstreamBody(body, { upstreamModel: decision.upstreamModel, priority: decision.poolRef.forwardPriority ? decision.priority : undefined, injectUsage: false });
+  // Token quotas settle on the engine's usage (settle-usage.ts).
+  const settlement = UsageSettlement.of(decision, endpoint, body);
+  if (decision.shadowOverQuota) metrics.admission.shadowOverQuota.inc({ tenant: decision.tenant });
+  const upstreamBody = new UpstreamBody(body, { upstreamModel: decision.upstreamModel, priority: decision.poolRef.forwardPriority ? decision.priority : undefined, injectUsage: settlement?.injectUsage ?? false });
+  let tap: UsageTap | undefined;
   const tokenBudget = (facts as RequestFacts).maxTokens ?? snapshot.settings.defaultMaxTokens;
   const budgetKey = decision.poolRef.key;
   deps.retryBudget.begin(budgetKey);
@@ -143,7 +149,8 @@ async function route(
   let attempts = 0;
   try {
     for (;;) {
-      result = await send(deps, snapshot, decision, path, upstreamBody.for(replicaOf(snapshot, decision.poolRef, decision.replica).engine), stream, tokenBudget, request, res, retrying, traced?.attempt(decision.replica, deps.urlOf(replicaOf(snapshot, decision.poolRef, decision.replica)), attempts + 1, (facts as RequestFacts).maxTokens));
+      tap = settlement?.tap();
+      result = await send(deps, snapshot, decision, path, upstreamBody.for(replicaOf(snapshot, decision.poolRef, decision.replica).engine), stream, tokenBudget, request, res, retrying, traced?.attempt(decision.replica, deps.urlOf(replicaOf(snapshot, decision.poolRef, decision.replica)), attempts + 1, (facts as RequestFacts).maxTokens), tap);
       attempts++;
       if (result.kind !== 'retryable') break;
       // Failed before the first byte: another replica, if the pool's limits allow.
@@ -176,6 +183,7 @@ async function route(
   }
 
   const outcome = outcomeOf(result);
+  const settled = settlement?.settle(result, tap, deps.env, metrics.admission);
   metrics.requests.inc({ model: decision.model, pool: decision.poolRef.key, outcome });
   if (result.kind === 'retryable') writeRejection(res, failureRejection(result), request.id);
   traced?.end(result.kind === 'done' ? result.status : result.kind === 'retryable' ? failureRejection(result).status : 499, outcome);
@@ -195,6 +203,7 @@ async function route(
       outcome,
       retried: retrying,
       attempts,
+      usage: settled,
       failure: result.kind === 'retryable' || result.kind === 'broken' ? result.cause : undefined,
       ttfbMs: 'ttfbMs' in result ? Math.round(result.ttfbMs) : undefined,
       durationMs: Math.round(performance.now() - t0),
@@ -215,6 +224,7 @@ async function send(
   res: FastifyReply['raw'],
   retried: boolean,
   traced: UpstreamAttemptTrace | undefined,
+  tap?: UsageTap,
 ): Promise<AttemptResult> {
   const pool = decision.poolRef;
   const replica = replicaOf(snapshot, pool, decision.replica);
@@ -272,6 +282,7 @@ async function send(
       traceHeaders: traced?.headers(),
       silence,
       sendTimeoutMs: deps.sendTimeoutMs,
+      tap,
     });
     if (traced) traced.end(result.kind === 'done' ? result.status : 'status' in result ? (result.status as number) : undefined, result.kind === 'done' ? undefined : result.kind === 'retryable' || result.kind === 'broken' ? result.cause : result.kind, decision.upstreamModel);
     if (result.kind === 'done' || result.kind === 'broken') {

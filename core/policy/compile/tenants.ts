@@ -1,7 +1,8 @@
 // Tenants (kind: tenants): key hashes, allowed models, adapters, quotas.
 import { tenantSteps } from '../../decide/derived.ts';
 import { priorityClass } from '../../decide/priority.ts';
-import type { AliasEntry, Tenant, TenantAdapter } from '../snapshot.ts';
+import { UNIT_WEIGHTS } from '../../quota/cost.ts';
+import type { AliasEntry, Tenant, TenantAdapter, TenantQuotas } from '../snapshot.ts';
 import type { PolicySource } from '../source.ts';
 import { unknown, type CompileContext, type Doc } from './context.ts';
 import type { CompiledModels } from './models.ts';
@@ -70,7 +71,7 @@ export function compileTenants(
         allowedModels: t.allowed_models === '*' ? undefined : new Set(t.allowed_models),
         adapters: tenantAdapters,
         defaultAdapters,
-        quotas: { requestsPerMinute: t.quotas?.requests_per_minute, tokensPerMinute: t.quotas?.tokens_per_minute },
+        quotas: tenantQuotas(t.quotas),
         defaultPriority: priorityClass(defaultLevel),
         defaultPriorityLevel: defaultLevel,
         maxPriority,
@@ -89,4 +90,15 @@ export function compileTenants(
   const anonymousTenant = anonymous ? tenantsById.get(anonymous.id) : undefined;
   if (anonymous && !anonymousTenant) ctx.report(anonymous.source, ['anonymous'], unknown('tenant', anonymous.id, tenantsById.keys()));
   return { tenantsById, tenantsByKeyHash, adapters, anonymousTenant };
+}
+
+function tenantQuotas(doc: Doc | undefined): TenantQuotas {
+  const w = doc?.token_weights;
+  const prompt = w?.prompt ?? UNIT_WEIGHTS.prompt;
+  return {
+    requestsPerMinute: doc?.requests_per_minute,
+    tokensPerMinute: doc?.tokens_per_minute,
+    shadow: doc?.shadow === true,
+    weights: w ? { prompt, cachedPrompt: w.cached_prompt ?? prompt, completion: w.completion ?? UNIT_WEIGHTS.completion } : UNIT_WEIGHTS,
+  };
 }
