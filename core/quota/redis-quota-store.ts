@@ -149,8 +149,8 @@ export class RedisQuotaStore implements QuotaStore {
 
   /**
    * Usage settlement (docs/quotas.md). With leases, the tenant's lease takes
-   * it first (a refund up to a lease's size, a charge as far as the lease
-   * holds); the rest goes to the shared bucket, summed per tenant over a
+   * it first (a refund up to lease_fraction of the limit, a charge as far as
+   * the lease holds); the rest goes to the shared bucket, summed per tenant over a
    * short batch. Without leases (lease_fraction 0), each one goes at once.
    */
   settle(tenant: string, tokens: number, limits: QuotaLimits, now: number): void {
@@ -167,7 +167,8 @@ export class RedisQuotaStore implements QuotaStore {
         lease.tokens -= taken;
         tokens += taken;
       } else {
-        const room = Math.max(0, Math.max(lease.lastCost.tokens, tpm * this.settings.leaseFraction) - lease.tokens);
+        // At most a lease's worth stays here: the rest is the other routers' to use too.
+        const room = Math.max(0, tpm * this.settings.leaseFraction - lease.tokens);
         const kept = Math.min(room, tokens);
         lease.tokens += kept;
         tokens -= kept;
