@@ -78,7 +78,7 @@ test('under saturation sheddable requests get 503 shed_for_priority and interact
   }
   // Counted by priority; the trace says why.
   const metrics = await (await fetch(`${router.adminUrl}/metrics`)).text();
-  assert.match(metrics, /switchyard_shed_total\{pool="shared",priority="-1"\} 10/);
+  assert.match(metrics, /switchyard_shed_total\{pool="tiny@v1\/shared",priority="-1"\} 10/);
   const decisions = await json(await fetch(`${router.adminUrl}/admin/decisions?limit=50`));
   const list = Array.isArray(decisions) ? decisions : decisions.decisions;
   const shedOne = list.find((d: any) => d.error?.code === 'shed_for_priority');
