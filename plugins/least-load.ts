@@ -5,7 +5,7 @@ import { leastLoaded, type StrategyDefinition } from '../sdk/index.ts';
 export default {
   name: 'least-load',
   version: '1.0.0',
-  sdk: '^1',
+  sdk: '^1.2',
   description: 'The lowest load score of all candidates.',
   configSchema: { type: 'object', additionalProperties: false, properties: {} },
   create(_config, ctx) {

@@ -12,7 +12,7 @@ interface Config {
 export default {
   name: 'lora-affinity',
   version: '1.0.0',
-  sdk: '^1',
+  sdk: '^1.2',
   description: 'Replicas with the adapter loaded first, then those with room for one more adapter.',
   configSchema: {
     type: 'object',

@@ -11,7 +11,7 @@ interface Config {
 export default {
   name: 'power-of-two',
   version: '1.0.0',
-  sdk: '^1',
+  sdk: '^1.2',
   description: 'Two random candidates; the lower load score wins.',
   configSchema: {
     type: 'object',

@@ -4,7 +4,7 @@ import type { StrategyDefinition } from '../sdk/index.ts';
 export default {
   name: 'random',
   version: '1.0.0',
-  sdk: '^1',
+  sdk: '^1.2',
   description: 'A uniformly random candidate.',
   configSchema: { type: 'object', additionalProperties: false, properties: {} },
   create(_config, ctx) {

@@ -5,7 +5,7 @@ import type { StrategyDefinition } from '../sdk/index.ts';
 export default {
   name: 'round-robin',
   version: '1.0.0',
-  sdk: '^1',
+  sdk: '^1.2',
   description: 'Each candidate in turn.',
   configSchema: { type: 'object', additionalProperties: false, properties: {} },
   create() {

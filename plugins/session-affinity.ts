@@ -20,7 +20,7 @@ const loadOf = (c: Candidate) => Math.max(c.signals.running + c.signals.queueDep
 export default {
   name: 'session-affinity',
   version: '1.0.0',
-  sdk: '^1',
+  sdk: '^1.2',
   description: 'Consistent hash of the conversation id over the candidates, with a KV release valve.',
   configSchema: {
     type: 'object',

@@ -18,15 +18,19 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { deserialize, serialize } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import { build } from 'esbuild';
-import type { Candidate, Logger, PickResult, RoutedRequest, StrategyContext, StrategyInstance } from '../../../sdk/types.ts';
+import type { CachedPrefix, Candidate, Logger, PickResult, RoutedRequest, StrategyContext, StrategyInstance } from '../../../sdk/types.ts';
 import { redactSecrets } from '../../observe/secrets.ts';
-import { readPickAnswer, StringTable, writeCandidates, writeRequest } from './codec.ts';
+import { readPickAnswer, StringTable, writeCachedPrefixes, writeCandidates, writeRequest } from './codec.ts';
 import { CageSkip } from './skip.ts';
 import {
   A_DONE,
   A_STATE,
   A_THREW,
   ANSWER_AT,
+  ASK_HASHES,
+  ASK_KV_HASHES,
+  ASK_KV_TOKENS,
+  ASK_TOKENS,
   ANSWER_BYTES,
   ANSWER_SEQ,
   ANSWERED,
@@ -36,13 +40,13 @@ import {
   CALL_SEQ,
   CALLING,
   EXTERNAL_MB,
-  HASH_COUNT,
+  SIDE_COUNT,
   HEAP_MB,
-  HASH_REGION,
-  HASHES_AT,
-  HASHES_GIVEN,
+  SIDE_REGION,
+  SIDE_AT,
+  DATA_GIVEN,
   IDLE,
-  NEEDS_HASHES,
+  NEEDS_DATA,
   OP_COMPLETED,
   OP_CREATE,
   OP_DISPOSE,
@@ -52,6 +56,9 @@ import {
   OP_ROUTED,
   Reader,
   SHARED_BYTES,
+  ROUTER_WAITING,
+  SIDE_KIND,
+  SIDE_OP,
   STATE,
   WireOverflow,
   Writer,
@@ -136,7 +143,12 @@ interface QueuedHook {
 
 /** Hooks wait for the next call; this many force a call of their own. */
 const MAX_QUEUED_HOOKS = 256;
-const MAX_HASHES = HASH_REGION / 8;
+/** Prefix hashes crossing either way (a request's, a kvIndex lookup's): as many as any prompt has blocks. */
+const MAX_HASHES = 8192;
+/** Token ids crossing either way: what the side region holds. */
+const MAX_TOKEN_IDS = SIDE_REGION / 4;
+/** An adapter name a kvIndex lookup carries. */
+const MAX_STRING_ASKED = 256;
 /** Plugin log lines passed on per 10 s; the rest are counted. */
 const LOG_LINES_PER_WINDOW = 20;
 
@@ -166,13 +178,15 @@ export class PluginCage {
   readonly #worker: Worker;
   readonly #ctrl: Int32Array;
   readonly #shared: SharedArrayBuffer;
-  readonly #hashes: DataView;
+  readonly #side: DataView;
   readonly #call: Writer;
   readonly #strings = new StringTable();
   readonly #instances = new Map<number, CagedInstance>();
   #queue: QueuedHook[] = [];
-  /** Requests of the message being answered, by op index: the worker may ask for their prefix hashes. */
+  /** Requests of the message being answered, by op index: the worker may ask for their prefix hashes and token ids. */
   #requests: (RoutedRequest | undefined)[] = [];
+  /** The context of each op's instance, by op index: the worker's kvIndex lookups are answered from its kvIndex. */
+  #contexts: (StrategyContext | undefined)[] = [];
   #nextInstance = 1;
   #seq = 0;
   #state: CageStatus['state'] = 'running';
@@ -229,7 +243,7 @@ export class PluginCage {
     this.limits = limits;
     this.#log = log;
     this.#ctrl = new Int32Array(shared, 0, 16);
-    this.#hashes = new DataView(shared, HASHES_AT, HASH_REGION);
+    this.#side = new DataView(shared, SIDE_AT, SIDE_REGION);
     this.#call = new Writer(shared, CALL_AT, CALL_REGION);
     worker.on('message', (message: { type?: string }) => this.#onMessage(message));
     worker.on('error', (error) => (this.#lastExitError = error.message));
@@ -262,7 +276,9 @@ export class PluginCage {
     const id = this.#nextInstance++;
     // The worker gets a seed drawn from the router's seeded source: the same seed, the same picks.
     const seed = Math.floor((typeof ctx.random === 'function' ? ctx.random() : Math.random()) * 0x1_0000_0000);
-    const init = { config, pool: ctx.pool, weights: ctx.loadScoreWeights, seed, previousState: ctx.previousState };
+    // The worker's ctx.kvIndex asks this one, mid-call, through shared memory: 1 longestPrefix, 2 with longestPrefixOfTokens.
+    const kv = ctx.kvIndex ? (typeof ctx.kvIndex.longestPrefixOfTokens === 'function' ? 2 : 1) : 0;
+    const init = { config, pool: ctx.pool, weights: ctx.loadScoreWeights, seed, previousState: ctx.previousState, kv };
     let payload: Buffer;
     try {
       payload = serialize(init);
@@ -270,7 +286,7 @@ export class PluginCage {
       ctx.log?.warn(`strategy state handed over on reload is not cloneable (${(error as Error).message}); the new instance starts empty`);
       payload = serialize({ ...init, previousState: undefined });
     }
-    const answer = this.#setupCall(OP_CREATE, id, now(ctx), payload);
+    const answer = this.#setupCall(OP_CREATE, id, now(ctx), ctx, payload);
     if (answer.kind === A_THREW) throw new Error(said(answer.message, 500));
     const instance = new CagedInstance(this, id, answer.flags, ctx);
     this.#instances.set(id, instance);
@@ -282,6 +298,7 @@ export class PluginCage {
     const w = this.#begin();
     try {
       this.#requests.push(request);
+      this.#contexts.push(instance.ctx);
       w.u8(OP_PICK);
       w.i32(instance.id);
       w.f64(now(instance.ctx));
@@ -323,7 +340,7 @@ export class PluginCage {
 
   exportState(instance: CagedInstance): unknown {
     if (this.#state !== 'running') return undefined;
-    const answer = this.#setupCall(OP_EXPORT, instance.id, now(instance.ctx));
+    const answer = this.#setupCall(OP_EXPORT, instance.id, now(instance.ctx), instance.ctx);
     if (answer.kind === A_THREW) throw new Error(said(answer.message, 500));
     return answer.state;
   }
@@ -365,7 +382,9 @@ export class PluginCage {
     }
     const w = this.#call;
     const requests = this.#requests;
+    const contexts = this.#contexts;
     requests.length = 0;
+    contexts.length = 0;
     w.reset();
     try {
       w.i32(this.#strings.flags());
@@ -375,6 +394,7 @@ export class PluginCage {
         w.u8(hook.op);
         w.i32(hook.instance);
         requests.push(hook.request);
+        contexts.push(this.#instances.get(hook.instance)?.ctx);
         if (hook.op === OP_DISPOSE) continue;
         w.f64(hook.now);
         writeRequest(w, this.#strings, hook.request!);
@@ -403,12 +423,17 @@ export class PluginCage {
 
   #abandon(): void {
     this.#strings.clear();
+    this.#forgetOps();
+  }
+
+  #forgetOps(): void {
     this.#requests.length = 0;
+    this.#contexts.length = 0;
   }
 
   #busy(): boolean {
     const state = Atomics.load(this.#ctrl, STATE);
-    return state === CALLING || state === NEEDS_HASHES || state === HASHES_GIVEN;
+    return state === CALLING || state === NEEDS_DATA || state === DATA_GIVEN;
   }
 
   /** Sends the written message and waits for the answer; false when it did not come in time. */
@@ -417,6 +442,7 @@ export class PluginCage {
     const seq = (this.#seq = (this.#seq + 1) | 0);
     Atomics.store(ctrl, CALL_BYTES, this.#call.length);
     Atomics.store(ctrl, CALL_SEQ, seq);
+    Atomics.store(ctrl, ROUTER_WAITING, 1);
     Atomics.store(ctrl, STATE, CALLING);
     Atomics.notify(ctrl, STATE);
     const started = performance.now();
@@ -425,19 +451,26 @@ export class PluginCage {
     for (;;) {
       const state = Atomics.load(ctrl, STATE);
       if (state === ANSWERED && Atomics.load(ctrl, ANSWER_SEQ) === seq) {
-        this.#requests.length = 0;
+        Atomics.store(ctrl, ROUTER_WAITING, 0);
+        this.#forgetOps();
         return true;
       }
-      if (state === NEEDS_HASHES) {
-        this.#giveHashes();
-        continue;
-      }
+      // What the worker asks mid-call is answered within the call's time: asking in a loop cannot hold the router.
+      if (state === NEEDS_DATA) this.#answerAsk();
       const t = performance.now();
       if (t >= deadline) break;
+      if (state === NEEDS_DATA) continue;
       if (t < spinUntil) continue;
       Atomics.wait(ctrl, STATE, state, deadline - t);
     }
-    this.#requests.length = 0;
+    // No longer waiting: an ask already made gets an empty answer, a later one none (the worker sees this word).
+    Atomics.store(ctrl, ROUTER_WAITING, 0);
+    if (Atomics.load(ctrl, STATE) === NEEDS_DATA) {
+      Atomics.store(ctrl, SIDE_COUNT, Atomics.load(ctrl, SIDE_KIND) === ASK_TOKENS ? -1 : 0);
+      Atomics.store(ctrl, STATE, DATA_GIVEN);
+      Atomics.notify(ctrl, STATE);
+    }
+    this.#forgetOps();
     this.#busySince = started;
     clearTimeout(this.#stuckTimer);
     // Checked again without traffic: a looping worker burns a core until terminated.
@@ -449,21 +482,68 @@ export class PluginCage {
     return false;
   }
 
-  #giveHashes(): void {
+  /** Answers what the worker asked mid-call (ctrl[SIDE_KIND]) in the side region; a bad ask gets an empty answer. */
+  #answerAsk(): void {
     const ctrl = this.#ctrl;
-    const request = this.#requests[Atomics.load(ctrl, HASH_COUNT)];
-    const hashes = request ? request.prefixHashes : [];
-    const count = Math.min(hashes.length, MAX_HASHES);
-    for (let i = 0; i < count; i++) this.#hashes.setFloat64(i * 8, hashes[i], true);
-    Atomics.store(ctrl, HASH_COUNT, count);
-    Atomics.store(ctrl, STATE, HASHES_GIVEN);
+    const side = this.#side;
+    const op = Atomics.load(ctrl, SIDE_OP);
+    const asked = Atomics.load(ctrl, SIDE_COUNT);
+    let count = 0;
+    try {
+      switch (Atomics.load(ctrl, SIDE_KIND)) {
+        case ASK_HASHES: {
+          const hashes = this.#requests[op]?.prefixHashes ?? [];
+          count = Math.min(hashes.length, MAX_HASHES);
+          for (let i = 0; i < count; i++) side.setFloat64(i * 8, hashes[i], true);
+          break;
+        }
+        case ASK_TOKENS: {
+          const ids = this.#requests[op]?.promptTokenIds;
+          if (ids === undefined) count = -1;
+          else {
+            count = Math.min(ids.length, MAX_TOKEN_IDS);
+            new Uint32Array(this.#shared, SIDE_AT, count).set(ids.subarray(0, count));
+          }
+          break;
+        }
+        case ASK_KV_HASHES: {
+          const kv = this.#contexts[op]?.kvIndex;
+          const n = Math.max(0, Math.min(asked, MAX_HASHES));
+          const hashes = new Array<number>(n);
+          for (let i = 0; i < n; i++) hashes[i] = side.getFloat64(i * 8, true);
+          count = kv ? this.#writeLookup(kv.longestPrefix(hashes)) : 0;
+          break;
+        }
+        case ASK_KV_TOKENS: {
+          const kv = this.#contexts[op]?.kvIndex;
+          const n = Math.max(0, Math.min(asked, MAX_TOKEN_IDS));
+          const ids = new Uint32Array(this.#shared, SIDE_AT, n).slice();
+          const r = new Reader(this.#shared, SIDE_AT + n * 4, SIDE_REGION - n * 4);
+          const adapter = r.u8() === 1 ? r.str(MAX_STRING_ASKED) : undefined;
+          count = kv?.longestPrefixOfTokens ? this.#writeLookup(kv.longestPrefixOfTokens(ids, adapter)) : 0;
+          break;
+        }
+      }
+    } catch (error) {
+      count = 0;
+      this.#log?.warn(`plugin ${this.file}: a kvIndex lookup for it failed: ${(error as Error).message}`, { plugin: this.file });
+    }
+    Atomics.store(ctrl, SIDE_COUNT, count);
+    Atomics.store(ctrl, STATE, DATA_GIVEN);
     Atomics.notify(ctrl, STATE);
   }
 
+  #writeLookup(entries: readonly CachedPrefix[]): number {
+    const w = new Writer(this.#shared, SIDE_AT, SIDE_REGION);
+    return writeCachedPrefixes(w, entries);
+  }
+
   /** create() and exportState(): rare, so they may wait for a busy worker and take longer. */
-  #setupCall(op: number, id: number, clock: number, payload?: Uint8Array): { kind: number; message: string; flags: number; state?: unknown } {
+  #setupCall(op: number, id: number, clock: number, ctx: StrategyContext, payload?: Uint8Array): { kind: number; message: string; flags: number; state?: unknown } {
     this.#awaitIdle(this.limits.stuckAfterMs);
     const w = this.#begin();
+    this.#requests.push(undefined);
+    this.#contexts.push(ctx);
     w.u8(op);
     w.i32(id);
     if (op === OP_CREATE) {

@@ -2,8 +2,8 @@
 // the request and candidates of a pick (router → worker) and the plugin's
 // answer (worker → router). Compact on purpose: a pick over 128 candidates
 // is a few kilobytes of numbers and string-table indexes, no JSON.
-import type { Alternative, Candidate, Engine, PickResult, Priority, RoutedRequest } from '../../../sdk/types.ts';
-import { A_NONE, A_PASS, A_PICK, A_THREW, FLAG_RESET_STRINGS, MAX_INTERNED, NEW_STRING, NO_STRING, type Reader, type Writer } from './wire.ts';
+import type { Alternative, CachedPrefix, Candidate, Engine, PickResult, Priority, RoutedRequest } from '../../../sdk/types.ts';
+import { A_NONE, A_PASS, A_PICK, A_THREW, FLAG_RESET_STRINGS, MAX_INTERNED, NEW_STRING, NO_STRING, WireOverflow, type Reader, type Writer } from './wire.ts';
 
 /** Caps on what a plugin may send back: the router reads no more than this. */
 export const MAX_REASON = 200;
@@ -89,6 +89,8 @@ export function writeRequest(w: Writer, strings: StringTable, request: RoutedReq
   w.u8(request.priority === 'batch' ? 1 : 0);
   w.f64(request.promptTokens);
   w.f64(request.maxTokens);
+  // Token ids, like prefix hashes, cross only when the plugin reads them.
+  w.u8(request.promptTokenIds === undefined ? 0 : 1);
 }
 
 export function writeCandidates(w: Writer, strings: StringTable, candidates: readonly Candidate[]): void {
@@ -128,9 +130,11 @@ export class WorkerRequest implements RoutedRequest {
   readonly promptTokens: number;
   readonly maxTokens: number;
   #hashes: readonly number[] | undefined;
-  readonly #fetch: () => readonly number[];
+  #tokens: Uint32Array | undefined;
+  readonly #hasTokens: boolean;
+  readonly #fetch: RequestData;
 
-  constructor(r: Reader, strings: StringList, fetchHashes: () => readonly number[]) {
+  constructor(r: Reader, strings: StringList, fetch: RequestData) {
     this.id = r.str(MAX_STRING);
     this.model = strings.read(r);
     this.version = strings.read(r);
@@ -142,12 +146,56 @@ export class WorkerRequest implements RoutedRequest {
     this.priority = r.u8() === 1 ? 'batch' : 'interactive';
     this.promptTokens = r.f64();
     this.maxTokens = r.f64();
-    this.#fetch = fetchHashes;
+    this.#hasTokens = r.u8() === 1;
+    this.#fetch = fetch;
   }
 
   get prefixHashes(): readonly number[] {
-    return (this.#hashes ??= this.#fetch());
+    return (this.#hashes ??= this.#fetch.hashes());
   }
+
+  get promptTokenIds(): Uint32Array | undefined {
+    if (!this.#hasTokens) return undefined;
+    return (this.#tokens ??= this.#fetch.tokens());
+  }
+}
+
+/** How a request in the worker gets what crosses only on first use. */
+export interface RequestData {
+  hashes(): readonly number[];
+  tokens(): Uint32Array | undefined;
+}
+
+/** A KV index lookup's answer, router → worker (the side region): replica ids inline, capped. */
+export function writeCachedPrefixes(w: Writer, entries: readonly CachedPrefix[]): number {
+  let n = 0;
+  for (const e of entries) {
+    const at = w.at;
+    try {
+      w.str(String(e.replica), MAX_REPLICA_ID);
+      w.f64(e.blocks);
+      w.f64(e.ageMs);
+      w.f64(e.tokens ?? NaN);
+    } catch (error) {
+      if (!(error instanceof WireOverflow)) throw error;
+      w.at = at; // what does not fit is left out: a lookup is a hint
+      break;
+    }
+    n++;
+  }
+  return n;
+}
+
+export function readCachedPrefixes(r: Reader, count: number): CachedPrefix[] {
+  const out: CachedPrefix[] = [];
+  for (let i = 0; i < count; i++) {
+    const replica = r.str(MAX_REPLICA_ID);
+    const blocks = r.f64();
+    const ageMs = r.f64();
+    const tokens = r.f64();
+    out.push(Number.isNaN(tokens) ? { replica, blocks, ageMs } : { replica, blocks, ageMs, tokens });
+  }
+  return out;
 }
 
 export function readCandidates(r: Reader, strings: StringList): Candidate[] {

@@ -7,7 +7,9 @@
 //                      off-heap memory, heap in use
 //   [64, 64+CALL)      the call: ops the router sends (hooks, then one call)
 //   [.., +ANSWER)      the worker's answer
-//   [.., +HASHES)      prefix hashes, written when the worker asks for them
+//   [.., +SIDE)        what the worker asks for mid-call and the router's
+//                      answer: a request's prefix hashes or token ids, a
+//                      KV index lookup (ctx.kvIndex)
 //
 // Strings travel as UTF-16 code units (no TextDecoder on shared memory), and
 // strings that repeat (replica ids, urls, model, pool, tenant) travel once:
@@ -19,7 +21,8 @@ export const CALL_SEQ = 1;
 export const ANSWER_SEQ = 2;
 export const CALL_BYTES = 3;
 export const ANSWER_BYTES = 4;
-export const HASH_COUNT = 5;
+/** How many items the side region holds (hashes, token ids, lookup entries): set by whoever wrote it. */
+export const SIDE_COUNT = 5;
 /** The worker's off-heap memory (ArrayBuffers, Buffers), MB: the heap cap does not cover it, so the router watches it. */
 export const EXTERNAL_MB = 6;
 /**
@@ -28,6 +31,21 @@ export const EXTERNAL_MB = 6;
  * the router quarantines the plugin before V8's own cap is reached.
  */
 export const HEAP_MB = 7;
+/** What the worker asks for (ASK_*), and the op of the message it asks about. */
+export const SIDE_KIND = 8;
+export const SIDE_OP = 9;
+/** 1 while the router waits for the call in flight (and so answers asks); 0 once it stopped waiting. */
+export const ROUTER_WAITING = 10;
+
+/** Values of ctrl[SIDE_KIND]. */
+/** The prefix hashes of the op's request. */
+export const ASK_HASHES = 1;
+/** The prompt token ids of the op's request (SIDE_COUNT -1 when it has none). */
+export const ASK_TOKENS = 2;
+/** kvIndex.longestPrefix of the SIDE_COUNT hashes (f64) the worker wrote. */
+export const ASK_KV_HASHES = 3;
+/** kvIndex.longestPrefixOfTokens of the SIDE_COUNT token ids (u32) the worker wrote, then the adapter (a string). */
+export const ASK_KV_TOKENS = 4;
 
 /** Values of ctrl[STATE]. */
 export const IDLE = 0;
@@ -35,19 +53,20 @@ export const IDLE = 0;
 export const CALLING = 1;
 /** The worker wrote its answer. */
 export const ANSWERED = 2;
-/** The worker asks for a request's prefix hashes (the op index is in ctrl[HASH_COUNT]). */
-export const NEEDS_HASHES = 3;
+/** The worker asks for something mid-call (ctrl[SIDE_KIND], ctrl[SIDE_OP]). */
+export const NEEDS_DATA = 3;
 /** The router wrote them. */
-export const HASHES_GIVEN = 4;
+export const DATA_GIVEN = 4;
 
 export const CONTROL_BYTES = 64;
 export const CALL_REGION = 2 * 1024 * 1024;
 export const ANSWER_REGION = 1024 * 1024;
-export const HASH_REGION = 64 * 1024;
-export const SHARED_BYTES = CONTROL_BYTES + CALL_REGION + ANSWER_REGION + HASH_REGION;
+/** 1 MiB: a 128k-token prompt's ids (4 bytes each) fit with room to spare. */
+export const SIDE_REGION = 1024 * 1024;
+export const SHARED_BYTES = CONTROL_BYTES + CALL_REGION + ANSWER_REGION + SIDE_REGION;
 export const CALL_AT = CONTROL_BYTES;
 export const ANSWER_AT = CALL_AT + CALL_REGION;
-export const HASHES_AT = ANSWER_AT + ANSWER_REGION;
+export const SIDE_AT = ANSWER_AT + ANSWER_REGION;
 
 /** Ops of a call message, in the order the worker runs them. */
 export const OP_END = 0;

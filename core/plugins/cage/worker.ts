@@ -8,8 +8,8 @@ import { runInNewContext } from 'node:vm';
 import { parentPort, workerData } from 'node:worker_threads';
 import { definitionProblems } from '../../../sdk/definition-checks.ts';
 import { seededRandom } from '../../../sdk/random.ts';
-import type { StrategyDefinition, StrategyInstance } from '../../../sdk/types.ts';
-import { readCandidates, StringList, WorkerRequest, writePickAnswer, writeThrew } from './codec.ts';
+import type { CachedPrefix, KvIndexView, StrategyDefinition, StrategyInstance } from '../../../sdk/types.ts';
+import { readCachedPrefixes, readCandidates, StringList, WorkerRequest, writePickAnswer, writeThrew, type RequestData } from './codec.ts';
 import {
   A_DONE,
   A_STATE,
@@ -18,6 +18,10 @@ import {
   ANSWER_REGION,
   ANSWER_SEQ,
   ANSWERED,
+  ASK_HASHES,
+  ASK_KV_HASHES,
+  ASK_KV_TOKENS,
+  ASK_TOKENS,
   CALL_AT,
   CALL_BYTES,
   CALL_REGION,
@@ -26,10 +30,10 @@ import {
   EXTERNAL_MB,
   FLAG_RESET_STRINGS,
   HEAP_MB,
-  HASH_COUNT,
-  HASHES_AT,
-  HASHES_GIVEN,
-  NEEDS_HASHES,
+  SIDE_COUNT,
+  SIDE_AT,
+  DATA_GIVEN,
+  NEEDS_DATA,
   OP_COMPLETED,
   OP_CREATE,
   OP_DISPOSE,
@@ -38,6 +42,10 @@ import {
   OP_PICK,
   OP_ROUTED,
   Reader,
+  ROUTER_WAITING,
+  SIDE_KIND,
+  SIDE_OP,
+  SIDE_REGION,
   STATE,
   Writer,
 } from './wire.ts';
@@ -58,7 +66,14 @@ const port = parentPort!;
 const { shared, moduleUrl, spinMicros, heapMb } = workerData as CageData;
 const heapBudget = heapMb * 1048576;
 const ctrl = new Int32Array(shared, 0, 16);
-const hashes = new DataView(shared, HASHES_AT);
+const side = new DataView(shared, SIDE_AT, SIDE_REGION);
+/** As on the router's side (cage.ts): what crosses in one ask. */
+const MAX_HASHES = 8192;
+const MAX_TOKEN_IDS = SIDE_REGION / 4;
+/** The op of the message being handled, while one is: asks to the router are answered only then. */
+let currentOp = -1;
+/** Messages handled so far: a request belongs to one. */
+let messages = 0;
 const answer = new Writer(shared, ANSWER_AT, ANSWER_REGION);
 const strings = new StringList();
 const instances = new Map<number, StrategyInstance>();
@@ -140,6 +155,7 @@ function serve(definition: StrategyDefinition<unknown>): void {
 
 function handle(definition: StrategyDefinition<unknown>, seq: number): void {
   answer.reset();
+  messages++;
   try {
     if (overBudget) throw new Error(`over its ${heapMb} MB heap budget`);
     const r = new Reader(shared, CALL_AT, Atomics.load(ctrl, CALL_BYTES));
@@ -148,11 +164,11 @@ function handle(definition: StrategyDefinition<unknown>, seq: number): void {
     let answered = false;
     for (let op = r.u8(); op !== OP_END; op = r.u8(), index++) {
       const id = r.i32();
+      currentOp = index;
       switch (op) {
         case OP_PICK: {
           clock = r.f64();
-          const opIndex = index;
-          const request = new WorkerRequest(r, strings, () => fetchHashes(opIndex));
+          const request = new WorkerRequest(r, strings, requestData(index));
           const candidates = readCandidates(r, strings);
           const instance = instances.get(id);
           const started = performance.now();
@@ -170,8 +186,7 @@ function handle(definition: StrategyDefinition<unknown>, seq: number): void {
         case OP_ROUTED:
         case OP_COMPLETED: {
           clock = r.f64();
-          const opIndex = index;
-          const request = new WorkerRequest(r, strings, () => fetchHashes(opIndex));
+          const request = new WorkerRequest(r, strings, requestData(index));
           const replica = strings.read(r);
           const ok = op === OP_COMPLETED ? r.u8() === 1 : true;
           const instance = instances.get(id);
@@ -201,6 +216,7 @@ function handle(definition: StrategyDefinition<unknown>, seq: number): void {
             weights: { kvUsage: number; queue: number; running: number };
             seed: number;
             previousState: unknown;
+            kv: number;
           };
           try {
             const instance = definition.create(init.config, {
@@ -210,6 +226,7 @@ function handle(definition: StrategyDefinition<unknown>, seq: number): void {
               pool: init.pool,
               loadScoreWeights: init.weights,
               previousState: init.previousState,
+              ...(init.kv > 0 ? { kvIndex: kvIndexView(init.kv === 2) } : {}),
             });
             if (instance === null || typeof instance !== 'object' || typeof instance.pick !== 'function') throw new Error('create() must return an object with a pick() method');
             instances.set(id, instance);
@@ -243,6 +260,7 @@ function handle(definition: StrategyDefinition<unknown>, seq: number): void {
     answer.reset();
     writeThrew(answer, error, 0);
   }
+  currentOp = -1;
   // Read with the answer (a fraction of a microsecond): the router sees a plugin over budget at once.
   const heapUsed = getHeapStatistics().used_heap_size;
   if (heapUsed <= heapBudget) Atomics.store(ctrl, HEAP_MB, Math.ceil(heapUsed / 1048576));
@@ -275,18 +293,90 @@ function checkHeap(): void {
   port.postMessage({ type: 'memory', heapMb: Math.ceil(used / 1048576) });
 }
 
-/** Asks the router for the prefix hashes of the request at op `opIndex` of this call, and waits. */
-function fetchHashes(opIndex: number): readonly number[] {
-  Atomics.store(ctrl, HASH_COUNT, opIndex);
-  Atomics.store(ctrl, STATE, NEEDS_HASHES);
+/**
+ * Asks the router, mid-call, for something only it has and waits for it (the
+ * router answers while it waits for this call). Outside a call, or once the
+ * router stopped waiting (the call ran over its time), nothing comes: false.
+ */
+function ask(kind: number, count: number): boolean {
+  if (currentOp < 0 || Atomics.load(ctrl, ROUTER_WAITING) === 0) return false;
+  Atomics.store(ctrl, SIDE_KIND, kind);
+  Atomics.store(ctrl, SIDE_OP, currentOp);
+  Atomics.store(ctrl, SIDE_COUNT, count);
+  Atomics.store(ctrl, STATE, NEEDS_DATA);
   Atomics.notify(ctrl, STATE);
-  Atomics.wait(ctrl, STATE, NEEDS_HASHES, 1000);
-  if (Atomics.load(ctrl, STATE) !== HASHES_GIVEN) return [];
-  const count = Math.max(0, Math.min(Atomics.load(ctrl, HASH_COUNT), 8192));
-  const list = new Array<number>(count);
-  for (let i = 0; i < count; i++) list[i] = hashes.getFloat64(i * 8, true);
+  // The router may have stopped waiting just now: it then answers an ask it saw, and one it missed is taken back.
+  if (Atomics.load(ctrl, ROUTER_WAITING) === 0 && Atomics.compareExchange(ctrl, STATE, NEEDS_DATA, CALLING) === NEEDS_DATA) return false;
+  Atomics.wait(ctrl, STATE, NEEDS_DATA, 1000);
+  return Atomics.load(ctrl, STATE) === DATA_GIVEN;
+}
+
+/** Back to the call once the answer is read. */
+function resume(): void {
   Atomics.store(ctrl, STATE, CALLING);
-  return list;
+}
+
+/** What a request of op `opIndex` fetches on first use: only during its own message (a request a plugin kept gets nothing later). */
+function requestData(opIndex: number): RequestData {
+  const message = messages;
+  const at = () => message === messages && currentOp === opIndex;
+  return {
+    hashes() {
+      if (!at() || !ask(ASK_HASHES, 0)) return [];
+      const count = Math.max(0, Math.min(Atomics.load(ctrl, SIDE_COUNT), MAX_HASHES));
+      const list = new Array<number>(count);
+      for (let i = 0; i < count; i++) list[i] = side.getFloat64(i * 8, true);
+      resume();
+      return list;
+    },
+    tokens() {
+      if (!at() || !ask(ASK_TOKENS, 0)) return undefined;
+      const count = Atomics.load(ctrl, SIDE_COUNT);
+      const ids = count < 0 ? undefined : new Uint32Array(shared, SIDE_AT, Math.min(count, MAX_TOKEN_IDS)).slice();
+      resume();
+      return ids;
+    },
+  };
+}
+
+/** ctx.kvIndex in the worker: each lookup is answered by the router's index, during a call (outside one: nothing cached). */
+function kvIndexView(withTokens: boolean): KvIndexView {
+  const lookup = (kind: number, count: number): readonly CachedPrefix[] => {
+    if (!ask(kind, count)) return [];
+    const n = Math.max(0, Math.min(Atomics.load(ctrl, SIDE_COUNT), 65_536));
+    let entries: CachedPrefix[] = [];
+    try {
+      entries = readCachedPrefixes(new Reader(shared, SIDE_AT, SIDE_REGION), n);
+    } finally {
+      resume();
+    }
+    return entries;
+  };
+  const view: KvIndexView = {
+    longestPrefix(hashes) {
+      if (currentOp < 0) return [];
+      const n = Math.min(hashes.length, MAX_HASHES);
+      for (let i = 0; i < n; i++) side.setFloat64(i * 8, Number(hashes[i]), true);
+      return lookup(ASK_KV_HASHES, n);
+    },
+  };
+  if (!withTokens) return view;
+  return {
+    ...view,
+    longestPrefixOfTokens(tokenIds, adapter) {
+      if (currentOp < 0) return [];
+      const n = Math.min(tokenIds.length, MAX_TOKEN_IDS - 256);
+      const ids = new Uint32Array(shared, SIDE_AT, n);
+      for (let i = 0; i < n; i++) ids[i] = tokenIds[i];
+      const w = new Writer(shared, SIDE_AT + n * 4, SIDE_REGION - n * 4);
+      if (adapter === undefined) w.u8(0);
+      else {
+        w.u8(1);
+        w.str(String(adapter), 256);
+      }
+      return lookup(ASK_KV_TOKENS, n);
+    },
+  };
 }
 
 function logger(instance: number) {
