@@ -21,13 +21,14 @@ import { EmbeddedFleet } from '../sim/emulator/embedded-fleet.ts';
 import { PROFILE_NAMES } from '../sim/engine/profiles.ts';
 import { AdminTokenError, readAdminToken } from './admin-token.ts';
 import { parseArgsOptions, portSetting, positiveSetting, resolveSettings, settingsHelp, type Setting } from './settings.ts';
-import { startTracing, TRACING_EXPORTERS } from './tracing.ts';
 import { oneLine, UsageError } from './usage.ts';
 import { version } from './main.ts';
 import { formatProblem, PolicyError } from '../core/diagnostics/problem.ts';
 import { openShadowAndRecorder, SHADOW_SETTINGS, shadowSettings } from './serve-shadow.ts';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+const TRACING_EXPORTERS = ['off', 'otlp', 'console'] as const;
 
 export const SERVE_SETTINGS: readonly Setting[] = [
   { flag: 'policies', arg: 'DIR', env: ['SWITCHYARD_POLICIES'], default: 'policies', help: 'policy directory' },
@@ -148,7 +149,7 @@ export async function runServe(argv: string[]): Promise<number> {
   addUrlCredentials(redisUrl ?? store.current().settings.quotaStore.redisUrl);
   const quota = await openQuotaStore(store.current().settings.quotaStore, redisUrl, storeLog);
   let router: Awaited<ReturnType<typeof startRouter>>;
-  const tracing = values.tracing === 'off' ? undefined : startTracing(values.tracing as 'otlp' | 'console', sampleRatio, version());
+  const tracing = values.tracing === 'off' ? undefined : (await import('./tracing.ts')).startTracing(values.tracing as 'otlp' | 'console', sampleRatio, version());
   try {
     await store.watch();
     router = await startRouter({

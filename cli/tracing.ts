@@ -2,14 +2,12 @@
 // configured the standard way (OTEL_EXPORTER_OTLP_ENDPOINT or
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS, ...).
 // Spans are batched off the request path; a parent's sampling decision is
-// kept, and new traces are sampled at the given ratio.
+// kept, and new traces are sampled at the given ratio. serve imports this
+// file only with --tracing on: OpenTelemetry is not loaded otherwise.
 import type { Tracer } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor, ConsoleSpanExporter, ParentBasedSampler, TraceIdRatioBasedSampler, type SpanExporter } from '@opentelemetry/sdk-trace-base';
-
-export const TRACING_EXPORTERS = ['off', 'otlp', 'console'] as const;
-export type TracingExporter = (typeof TRACING_EXPORTERS)[number];
 
 export interface Tracing {
   readonly tracer: Tracer;
@@ -17,7 +15,7 @@ export interface Tracing {
   shutdown(): Promise<void>;
 }
 
-export function startTracing(exporter: Exclude<TracingExporter, 'off'>, sampleRatio: number, serviceVersion: string): Tracing {
+export function startTracing(exporter: 'otlp' | 'console', sampleRatio: number, serviceVersion: string): Tracing {
   const spanExporter: SpanExporter = exporter === 'otlp' ? new OTLPTraceExporter() : new ConsoleSpanExporter();
   const provider = new BasicTracerProvider({
     resource: resourceFromAttributes({ 'service.name': process.env.OTEL_SERVICE_NAME || 'switchyard', 'service.version': serviceVersion }),

@@ -16,8 +16,7 @@ import type { FleetView } from '../fleet/types.ts';
 import type { DecisionLog } from '../observe/decision-log.ts';
 import type { RouterMetrics } from '../observe/metrics.ts';
 import { countShed } from './count-shed.ts';
-import { RequestTrace, type UpstreamAttemptTrace } from '../observe/tracing.ts';
-import type { Tracer } from '@opentelemetry/api';
+import type { RequestTrace, UpstreamAttemptTrace } from '../observe/tracing.ts';
 import type { Pool, ReplicaSpec, Snapshot } from '../policy/snapshot.ts';
 import type { ColdLoads } from './cold-loads.ts';
 import { attempt, type AttemptResult, type Waiting } from './forward.ts';
@@ -63,8 +62,8 @@ export interface ProxyDeps {
   readonly sendTimeoutMs?: number;
   /** The URL to reach a replica at (emulate:// replicas run on loopback ports). */
   urlOf(replica: ReplicaSpec): string;
-  /** OpenTelemetry tracing, when on (docs/observability.md); absent, nothing of it runs. */
-  readonly tracer?: Tracer;
+  /** OpenTelemetry tracing, when on (docs/observability.md): starts a request's trace; absent while tracing is off (OpenTelemetry is then never loaded). */
+  readonly startTrace?: (endpoint: string, path: string, headers: FastifyRequest['headers'], attributes: Record<string, string>) => RequestTrace;
   /** A strategy misbehaved (logged at most once per interval per plugin by the caller). */
   onStrategyFault?(pool: Pool, strategy: string, fault: StrategyFault, detail: string): void;
   /** Watchers that never act: the shadow policy, the traffic recorder (request-observer.ts). */
@@ -102,7 +101,7 @@ async function route(
   const { metrics } = deps;
   const res = reply.raw;
   const t0 = performance.now();
-  const traced = deps.tracer ? new RequestTrace(deps.tracer, endpoint, path, request.headers, { 'switchyard.request_id': request.id }) : undefined;
+  const traced = deps.startTrace?.(endpoint, path, request.headers, { 'switchyard.request_id': request.id });
   const facts = requestFacts({ requestId: request.id, endpoint, headers: request.headers, body: request.body }, { estimator: snapshot.settings.estimator, bodyValidated: true });
   // A shared quota store may need one bounded round trip first (docs/quotas.md);
   // decide() then checks synchronously. The wait is not decision time.

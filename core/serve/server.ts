@@ -23,7 +23,7 @@ import { registerJsonParser } from './json-body.ts';
 import { writeRejection } from './rejections.ts';
 import { rejection } from '../errors.ts';
 import { modelsHandler } from './models-route.ts';
-import { proxyHandler, type PolicySource } from './proxy.ts';
+import { proxyHandler, type PolicySource, type ProxyDeps } from './proxy.ts';
 import { DIRECT_REPLICAS, type ReplicaAddresses } from './replica-addresses.ts';
 import { RetryBudget } from './retry-budget.ts';
 import { SilenceWatch } from './silence.ts';
@@ -214,7 +214,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     sendTimeoutMs: limits.sendTimeoutMs,
     urlOf: (replica: Parameters<ReplicaAddresses['urlOf']>[0]) => replicas.urlOf(replica),
     onStrategyFault,
-    tracer: options.tracer,
+    startTrace: options.tracer ? await requestTraces(options.tracer) : undefined,
     observers,
   };
   app.post('/v1/chat/completions', { schema: { body: BODY_SCHEMAS.chat } }, proxyHandler(deps, 'chat', '/v1/chat/completions'));
@@ -360,4 +360,10 @@ function refreshReplicaGauges(metrics: RouterMetrics, snapshot: Snapshot, fleet:
       metrics.replicaEjected.set(labels, health === 'ejected' ? 1 : 0);
     }
   }
+}
+
+/** OpenTelemetry's modules are loaded only when tracing is on: a router without it never reads them. */
+async function requestTraces(tracer: Tracer): Promise<NonNullable<ProxyDeps['startTrace']>> {
+  const { RequestTrace } = await import('../observe/tracing.ts');
+  return (endpoint, path, headers, attributes) => new RequestTrace(tracer, endpoint, path, headers, attributes);
 }
