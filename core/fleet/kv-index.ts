@@ -392,16 +392,19 @@ export class KvIndex implements KvIndexView {
     const now = this.now();
     const out: CachedPrefix[] = [];
     let keys: TokenBlockKeys | undefined;
+    let blocksAsked = 0;
     for (const entry of this.replicas.values()) {
       let depth = 0;
       if (entry.blockSize > 0) {
         if (keys?.blockSize !== entry.blockSize) keys = new TokenBlockKeys(tokenIds, entry.blockSize, adapter, MAX_LOOKUP_BLOCKS);
+        blocksAsked = Math.max(blocksAsked, keys.length);
         const blocks = entry.blocks;
         while (depth < keys.length && blocks.has(keys.keyAt(depth))) depth++;
       }
       out.push({ replica: entry.id, blocks: depth, tokens: depth * entry.blockSize, ageMs: entry.lastEventAt === -Infinity ? Infinity : now - entry.lastEventAt });
     }
-    return this.counted(out);
+    // A prompt shorter than a block asks nothing: it is not a lookup that failed.
+    return blocksAsked > 0 ? this.counted(out) : out;
   }
 }
 

@@ -50,6 +50,8 @@ const MAX_WAITING_BATCHES = 256;
 const RECONNECT_CHECK_MS = 250;
 /** How long a replay may take before what it brought is applied and the rest counted as a gap. */
 const REPLAY_TIMEOUT_MS = 2_000;
+/** At most one replay per replica in this long: an engine whose replay never answers does not stall its feed. */
+const REPLAY_INTERVAL_MS = 5_000;
 /** vLLM buffers this many batches for replay. */
 const REPLAY_BUFFER = 10_000n;
 const END_OF_REPLAY = 0xffff_ffff_ffff_ffffn;
@@ -65,6 +67,7 @@ class Subscription {
   private warned = false;
   private closed = false;
   private reconnectTimer: NodeJS.Timeout | undefined;
+  private lastReplayAt = -Infinity;
 
   constructor(
     readonly source: KvEventSource,
@@ -172,7 +175,8 @@ class Subscription {
       }
       const last = this.index.lastSeq(replica);
       const behind = last >= 0n ? result.seq > last + 1n : result.seq > 0n;
-      if (this.source.replay && (behind || this.missed) && result.seq > 0n) {
+      if (this.source.replay && (behind || this.missed) && result.seq > 0n && Date.now() - this.lastReplayAt >= REPLAY_INTERVAL_MS) {
+        this.lastReplayAt = Date.now();
         const from = last >= 0n ? last + 1n : result.seq > REPLAY_BUFFER ? result.seq - REPLAY_BUFFER : 0n;
         await this.replay(from, result.seq);
       }
