@@ -6,6 +6,7 @@ import { describe, it } from 'node:test';
 import { affinityChain, fleetPolicy, type FleetPolicySpec } from '../../sim/experiments/fleet-policy.ts';
 import { segregationPolicy, longContextWorkload } from '../../sim/experiments/long-context.ts';
 import { loraPolicy, loraWorkload } from '../../sim/experiments/lora.ts';
+import { PolicyError } from '../../core/diagnostics/problem.ts';
 import { SimError } from '../../sim/simulator/errors.ts';
 import { simulate, type SimOptions } from '../../sim/simulator/simulator.ts';
 import { workloadFromSpec, WorkloadError, type WorkloadSpec } from '../../sim/workload/load.ts';
@@ -96,8 +97,8 @@ describe('simulate', () => {
 describe('simulate: configurations that cannot make progress are errors, never hangs', () => {
   const workload = chat(50, 10);
 
-  it('a policy without replicas', () => {
-    assert.throws(() => run({ pools: [{ name: 'general', replicas: 0, strategies: ['random'] }] }, workload), (e: unknown) => e instanceof SimError && /no replicas/.test(e.message));
+  it('a policy without replicas is refused as the policy it is, at its place in pools.yaml', () => {
+    assert.throws(() => run({ pools: [{ name: 'general', replicas: 0, strategies: ['random'] }] }, workload), (e: unknown) => e instanceof PolicyError && /pools\.yaml:\d+:\d+: pool "general" .* has no replicas/.test(e.message));
   });
 
   it('a fleet that refuses every request', () => {
