@@ -146,3 +146,18 @@ test('state handed over on a reload crosses from the old worker to the new one',
     await loader.close();
   }
 });
+
+test('twelve plugins starting at once all load: the workers set up side by side without tripping each other', async () => {
+  const dir = tempDir('switchyard-cage-many-');
+  const files = Array.from({ length: 12 }, (_, i) =>
+    write(join(dir, `many-${i}.mjs`), `export default { name: 'many-${i}', version: '1.0.0', sdk: '^1', create() { return { pick: (_r, c) => ({ replica: c[0].id, reason: 'many ${i}' }) }; } };\n`),
+  );
+  const loader = new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: tempDir('switchyard-cage-cache-'), cage: { callTimeoutMs: 5000 } });
+  try {
+    const loaded = await Promise.all(files.map((file) => loader.loadFile(file)));
+    assert.deepEqual(loaded.flatMap((l) => l.problems.map((p) => p.message)), []);
+    assert.equal(loaded.filter((l) => l.plugin?.cage).length, 12);
+  } finally {
+    await loader.close();
+  }
+});

@@ -86,12 +86,28 @@ const MEMORY_REPORT_MS = 50;
 /** Set once the plugin's live heap is over its budget: no plugin code runs again. */
 let overBudget = false;
 
-// A full GC on demand, to tell a heap that is over budget with garbage from one
-// that holds it. Only this file's new context sees the function; later contexts
-// (the plugin's own, other workers) are made without it.
-setFlagsFromString('--expose-gc');
-const collectGarbage = runInNewContext('gc') as () => void;
-setFlagsFromString('--no-expose-gc');
+const collectGarbage = garbageCollector();
+
+/**
+ * A full GC on demand, to tell a heap that is over budget with garbage from
+ * one that holds it. Only a new context of this file's sees the function;
+ * later contexts (the plugin's own, other workers') are made without it. The
+ * flag is process-wide and workers start side by side: one may turn it off
+ * between another's two steps, so a miss is tried again. Without a collector
+ * (never seen), the count after the call is the verdict.
+ */
+function garbageCollector(): () => void {
+  for (let attempt = 0; attempt < 20; attempt++) {
+    setFlagsFromString('--expose-gc');
+    try {
+      const gc = runInNewContext('typeof gc === "function" ? gc : undefined') as (() => void) | undefined;
+      if (gc) return gc;
+    } finally {
+      setFlagsFromString('--no-expose-gc');
+    }
+  }
+  return () => {};
+}
 
 // What the plugin prints goes to the router as messages it counts and rate-limits (a chatty or
 // flooding plugin is seen there), not through the process's own stdout.
