@@ -7,6 +7,9 @@ import type { ReplicaSpec, Snapshot } from '../../core/policy/snapshot.ts';
 
 const EMULATE = 'emulate://';
 
+/** Prompts an in-process emulator tokenizes (~8k tokens, a few ms); longer ones are estimated, so they never stall the router. */
+const EMBEDDED_TOKENIZE_LIMIT_CHARS = 32_768;
+
 /** A model's tokenizer folder, when it names one (not `engine`, which asks the replica itself). */
 function tokenizerDir(model: unknown): string | undefined {
   const tokenizer = (model as { tokenizer?: unknown } | undefined)?.tokenizer;
@@ -69,6 +72,7 @@ export class EmbeddedFleet implements ReplicaAddresses {
         kvEventsTopic: spec.kvEventsTopic || undefined,
         kvEventsReplay: spec.kvEventsReplay,
         tokenizer,
+        tokenizeLimitChars: EMBEDDED_TOKENIZE_LIMIT_CHARS,
       });
       const running: Running = { key, emulator };
       this.running.set(id, running);

@@ -55,6 +55,13 @@ export interface EmulatorOptions {
   readonly kvHashSeed?: string;
   /** How events carry block hashes: 'int' (the last 8 bytes, vLLM's default) or 'bytes' (the digest). */
   readonly kvHashForm?: 'int' | 'bytes';
+  /**
+   * Longer prompts are counted ~4 characters a token instead of tokenized.
+   * An emulate:// replica runs in the router's process, where encoding a
+   * 200 KB prompt would stall the router's event loop: the embedded fleet
+   * sets this; `switchyard emulate` (a process of its own) does not.
+   */
+  readonly tokenizeLimitChars?: number;
 }
 
 export interface Emulator {
@@ -122,7 +129,7 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
     const chat = spec.kind === 'chat';
     const prompts = spec.prompts.map((text): PromptJob => {
       let ids: number[] | undefined;
-      if (tokenizer) {
+      if (tokenizer && text.length <= (options.tokenizeLimitChars ?? Infinity)) {
         try {
           ids = chat ? tokenizer.encodeChat(spec.chat!) : tokenizer.encode(text, true);
         } catch (error) {
