@@ -16,7 +16,7 @@ import { commit } from '../decide/commit.ts';
 import { decide } from '../decide/decide.ts';
 import type { Decision } from '../decide/decision.ts';
 import type { DecideEnv } from '../decide/env.ts';
-import type { QuotaCost, QuotaStore } from '../decide/quota.ts';
+import type { QuotaCost, QuotaLimits, QuotaStore, QuotaVerdict } from '../decide/quota.ts';
 import { formatProblem, PolicyError } from '../diagnostics/problem.ts';
 import type { RequestFacts } from '../facts/request-facts.ts';
 import type { FleetView } from '../fleet/types.ts';
@@ -201,29 +201,63 @@ export class Shadow implements RequestObserver {
     const liveSide: DecisionSide = decisionSide(live);
     const shadowSide = decisionSide(shadow);
     const differences: StepDifference[] = compareSides(liveSide, shadowSide);
-    this.#stats.add({ requestId: facts.requestId, at: Date.now(), live: liveSide, shadow: shadowSide, differences, text: describePair(liveSide, shadowSide, differences) }, ms);
+    // The side-by-side text only for a difference: it is kept as a sample.
+    this.#stats.add({ requestId: facts.requestId, at: Date.now(), live: liveSide, shadow: shadowSide, differences, text: differences.length ? describePair(liveSide, shadowSide, differences) : '' }, ms);
     this.#metrics?.decisions.inc({ result: differences.length ? 'differs' : 'same' });
     for (const d of differences) this.#metrics?.differences.inc({ step: d.step, live: d.live, shadow: d.shadow });
   }
 
-  /** The shadow's env: the live clocks, the live decision's random draws, the live quota read as it was before this request took its share. */
+  /** The shadow's env: the live clocks, the live decision's random draw, the live quota read as it was before this request took its share. */
   #env(live: Decision, draws: readonly number[]): DecideEnv {
-    const quota = this.#quota;
-    const taken = live.admitted ? live.charge : undefined;
-    const liveTenant = live.tenant;
-    let next = 0;
-    const fallback = seededRandom(live.requestId);
-    return {
-      now: Date.now,
-      clock: () => performance.now(),
-      random: () => (next < draws.length ? draws[next++] : fallback()),
-      quota: {
-        check: (tenant, cost, limits, now) => (quota ? quota.check(tenant, tenant === liveTenant && taken ? minus(cost, taken) : cost, limits, now) : { ok: true }),
-        take: () => {},
-      },
-    };
+    return new ShadowEnv(this.#quota, live, draws);
   }
 }
+
+/**
+ * A class, not an object of closures: one is made per shadowed request, and
+ * methods cost no allocation. Its quota only reads: take() does nothing.
+ */
+class ShadowEnv implements DecideEnv, QuotaStore {
+  readonly quota: QuotaStore = this;
+  readonly #live?: QuotaStore;
+  readonly #tenant?: string;
+  readonly #taken?: QuotaCost;
+  readonly #draws: readonly number[];
+  #next = 0;
+  #fallback?: () => number;
+  readonly #requestId: string;
+
+  constructor(live: QuotaStore | undefined, decision: Decision, draws: readonly number[]) {
+    this.#live = live;
+    this.#tenant = decision.tenant;
+    this.#taken = decision.admitted ? decision.charge : undefined;
+    this.#draws = draws;
+    this.#requestId = decision.requestId;
+  }
+
+  now(): number {
+    return Date.now();
+  }
+
+  clock(): number {
+    return performance.now();
+  }
+
+  // decide() may pass these on detached (env.clock is): none of the three may rely on `this` but random, an arrow.
+  readonly random = (): number => {
+    if (this.#next < this.#draws.length) return this.#draws[this.#next++];
+    return (this.#fallback ??= seededRandom(this.#requestId))();
+  };
+
+  check(tenant: string, cost: QuotaCost, limits: QuotaLimits, now: number): QuotaVerdict {
+    if (!this.#live) return FITS;
+    return this.#live.check(tenant, tenant === this.#tenant && this.#taken ? minus(cost, this.#taken) : cost, limits, now);
+  }
+
+  take(): void {}
+}
+
+const FITS: QuotaVerdict = Object.freeze({ ok: true });
 
 /** What a cost would need beyond what the live request took from the same bucket (check() of the difference answers "before the take"). */
 function minus(cost: QuotaCost, taken: QuotaCost): QuotaCost {
