@@ -4,7 +4,8 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { parse } from 'yaml';
 import { decisionJson, type Decision } from '../core/decide/decide.ts';
-import { endpointOf, explainRequest } from '../core/decide/explain.ts';
+import { endpointOf, explainCounted } from '../core/decide/explain.ts';
+import { TokenizerService } from '../core/tokens/service.ts';
 import { createEnv } from '../core/decide/env.ts';
 import type { StepTrace } from '../core/decide/trace.ts';
 import type { Endpoint } from '../core/facts/request-schemas.ts';
@@ -22,7 +23,7 @@ const HELP = `Usage: switchyard explain [--policies DIR] --request FILE [--heade
   --request FILE   an OpenAI request body (JSON or YAML; - for stdin): messages → chat, prompt → completions, input → embeddings
   --header H       a request header, e.g. 'Authorization: Bearer sk-demo-premium' or 'x-conversation-id: c-42'
   --fleet FILE     replica load: replicas: { ID: { kv_usage, queue_depth, running, in_flight, health, loaded_adapters, age_ms } }
-  --json           one JSON object: model, version, adapter, pool, replica, reason, status, retryAfter, trace
+  --json           one JSON object: model, version, adapter, pool, replica, reason, status, retryAfter, trace, facts (promptTokens and promptTokensSource)
   --seed N         seeds the strategies' random choices (default 1)`;
 
 export async function runExplain(argv: string[]): Promise<number> {
@@ -70,19 +71,21 @@ export async function runExplain(argv: string[]): Promise<number> {
 
   const now = Date.now();
   const fleet = values.fleet ? readFleetFile(values.fleet, now) : EMPTY_FLEET;
-  const decision = explainRequest({ body, headers, endpoint }, snapshot, fleet, createEnv({ seed: values.seed, now: () => now }));
+  const { decision, facts } = await explainCounted({ body, headers, endpoint }, snapshot, fleet, createEnv({ seed: values.seed, now: () => now }));
+  await TokenizerService.shared().close();
 
-  if (values.json) console.log(JSON.stringify(decisionJson(decision), null, 2));
-  else console.log(renderText(decision, endpoint, body));
+  if (values.json) console.log(JSON.stringify({ ...decisionJson(decision), ...(facts ? { facts } : {}) }, null, 2));
+  else console.log(renderText(decision, endpoint, body, facts));
   return 0;
 }
 
 const PATHS: Record<string, string> = { chat: '/v1/chat/completions', completions: '/v1/completions', embeddings: '/v1/embeddings' };
 
-function renderText(d: Decision, endpoint: string, body: unknown): string {
+function renderText(d: Decision, endpoint: string, body: unknown, facts?: Record<string, unknown>): string {
   const lines: string[] = [];
   const requested = (body as { model?: unknown } | null)?.model;
   lines.push(`POST ${PATHS[endpoint]}  model=${JSON.stringify(requested)}  tenant=${d.tenant ?? '-'}`);
+  if (facts) lines.push(`prompt     ${facts.promptTokens} tokens (${facts.promptTokensSource === 'estimate' ? `estimated${facts.promptTokensFallback ? `: ${facts.promptTokensFallback}` : ''}` : `counted by the ${facts.promptTokensSource}`})`);
   if (d.admitted) {
     lines.push(`→ 200 admitted: ${d.model}@${d.version}${d.adapter ? ` + adapter ${d.adapter}` : ''} · pool ${d.pool} · replica ${d.replica}`);
   } else {

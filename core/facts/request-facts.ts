@@ -8,7 +8,8 @@ import { rejection, type Rejection } from '../errors.ts';
 import { CODE_SCAN_CHARS, looksLikeCode } from './code.ts';
 import { messageContents, renderMessages, renderPrompt } from './prompt.ts';
 import { BODY_SCHEMAS, type Endpoint } from './request-schemas.ts';
-import { charsPerTokenEstimator, type TokenEstimator } from './tokens.ts';
+import { characterClassEstimator } from '../tokens/estimate.ts';
+import type { TokenEstimator } from './tokens.ts';
 
 export interface RequestFacts {
   readonly requestId: string;
@@ -67,7 +68,7 @@ const ajv = new Ajv({ allErrors: false, strict: false });
 const validators = Object.fromEntries(
   Object.entries(BODY_SCHEMAS).map(([endpoint, schema]) => [endpoint, ajv.compile(schema)]),
 ) as Record<Endpoint, ValidateFunction>;
-const defaultEstimator = charsPerTokenEstimator(4);
+const defaultEstimator = characterClassEstimator(4);
 
 /** An hour: a client that will wait longer for its first token has no deadline worth routing on. */
 export const MAX_DEADLINE_MS = 3_600_000;
@@ -92,6 +93,16 @@ function largerOf(a: unknown, b: unknown): number | undefined {
   const x = typeof a === 'number' && Number.isInteger(a) && a > 0 ? a : undefined;
   const y = typeof b === 'number' && Number.isInteger(b) && b > 0 ? b : undefined;
   return x === undefined ? y : y === undefined ? x : Math.max(x, y);
+}
+
+/** A prompt of token ids only (one list, or lists): the engine takes them as they are. */
+function tokenIdPrompt(prompt: unknown): { ids?: Uint32Array; count: number } | undefined {
+  if (!Array.isArray(prompt) || prompt.length === 0) return undefined;
+  if (prompt.every((p) => typeof p === 'number')) {
+    return { ids: prompt.every((p) => p >= 0 && p <= 0xffffffff) ? Uint32Array.from(prompt as number[]) : undefined, count: prompt.length };
+  }
+  if (!prompt.every((p) => Array.isArray(p) && p.every((x) => typeof x === 'number'))) return undefined;
+  return { count: (prompt as number[][]).reduce((sum, p) => sum + p.length, 0) };
 }
 
 /** The facts, or the 400/401 a malformed request gets. Never throws on user input. */
@@ -138,6 +149,7 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
   let promptText: string;
   let messageCount = 1;
   let extraTokens = 0;
+  let tokenIds: { ids?: Uint32Array; count: number } | undefined;
   if (input.endpoint === 'chat') {
     const messages = body.messages as { role: string; content?: unknown }[];
     promptText = renderMessages(messages);
@@ -146,6 +158,7 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
     const rendered = renderPrompt(input.endpoint === 'completions' ? body.prompt : body.input);
     promptText = rendered.text;
     extraTokens = rendered.tokenIds ?? 0;
+    tokenIds = tokenIdPrompt(input.endpoint === 'completions' ? body.prompt : body.input);
   }
   const estimator = options.estimator ?? defaultEstimator;
   // vLLM's chat endpoint reads max_completion_tokens first, its completions endpoint max_tokens only: the larger bounds both.
@@ -158,9 +171,10 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
     endpoint: input.endpoint,
     requestedModel: body.model as string,
     promptText,
-    promptTokens: input.promptTokens ?? estimator.estimate(promptText) + extraTokens,
-    // A count the sender supplies (the simulator's workload) is the engine's own.
-    promptTokensSource: input.promptTokens !== undefined ? 'engine' : 'estimate',
+    promptTokens: input.promptTokens ?? tokenIds?.count ?? estimator.estimate(promptText) + extraTokens,
+    // A count the sender supplies (the simulator's workload) is the engine's own; token-id prompts are counted already.
+    promptTokensSource: input.promptTokens !== undefined ? 'engine' : tokenIds ? 'tokenizer' : 'estimate',
+    promptTokenIds: input.promptTokens === undefined ? tokenIds?.ids : undefined,
     maxTokens,
     choices,
     messageCount,

@@ -58,6 +58,12 @@ export class RouterMetrics {
     labelNames: ['pool', 'cause'] as const,
     registers: [this.registry],
   });
+  readonly promptTokenCounts = new Counter({
+    name: 'switchyard_prompt_token_counts_total',
+    help: 'Requests by how their prompt tokens were obtained (source: tokenizer, engine, estimate) and, for an estimate where a tokenizer is configured, why (docs/tokens.md).',
+    labelNames: ['source', 'fallback'] as const,
+    registers: [this.registry],
+  });
   readonly retriesRefused = new Counter({
     name: 'switchyard_retries_refused_total',
     help: 'Failed requests not retried, by pool and reason (attempts: max_retries reached; budget: the retry budget is spent; no_replica: no other replica to try).',

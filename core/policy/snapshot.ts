@@ -27,6 +27,8 @@ export interface ModelEntry {
   readonly totalWeight: number;
   /** Present for a cold-tier model: not deployed, loaded on demand. */
   readonly cold?: { readonly loadHook: string; readonly retryAfterS: number };
+  /** The tokenizer folder (absolute path) that counts this model's prompts; undefined: estimated (docs/tokens.md). */
+  readonly tokenizer?: string;
 }
 
 export interface CascadeEntry {

@@ -25,6 +25,7 @@ import { countRejection } from './refusals.ts';
 import type { RetryBudget } from './retry-budget.ts';
 import type { SilenceKey, SilenceWatch } from './silence.ts';
 import { QUOTA_WAIT_ROUNDS, quotaWait } from '../quota/wait.ts';
+import { countRequestTokens } from '../tokens/request-path.ts';
 import type { Upstreams } from './upstream.ts';
 import { notifyDecided, notifyEnded, type RequestObserver } from './request-observer.ts';
 import { UpstreamBody } from './upstream-body.ts';
@@ -102,7 +103,7 @@ async function route(
   const res = reply.raw;
   const t0 = performance.now();
   const traced = deps.startTrace?.(endpoint, path, request.headers, { 'switchyard.request_id': request.id });
-  const facts = requestFacts({ requestId: request.id, endpoint, headers: request.headers, body: request.body }, { estimator: snapshot.settings.estimator, bodyValidated: true });
+  const facts = await countedFacts(requestFacts({ requestId: request.id, endpoint, headers: request.headers, body: request.body }, { estimator: snapshot.settings.estimator, bodyValidated: true }), request, snapshot, metrics);
   // A shared quota store may need one bounded round trip first (docs/quotas.md);
   // decide() then checks synchronously. The wait is not decision time.
   let waitedMs = 0;
@@ -209,6 +210,14 @@ async function route(
     },
     'routed',
   );
+}
+
+/** The facts in the engine's tokens where the model has a tokenizer (docs/tokens.md); the estimate otherwise, counted. */
+async function countedFacts(facts: RequestFacts | Rejection, request: FastifyRequest, snapshot: Snapshot, metrics: RouterMetrics): Promise<RequestFacts | Rejection> {
+  if ('code' in facts) return facts;
+  const counted = await countRequestTokens(facts, request.body as Record<string, unknown>, snapshot);
+  metrics.promptTokenCounts.inc({ source: counted.facts.promptTokensSource, fallback: counted.fallback ?? 'none' });
+  return counted.facts;
 }
 
 async function send(

@@ -1,4 +1,6 @@
 // Models and their versions, and the aliases that name them (kind: models).
+import { dirname, resolve } from 'node:path';
+import { checkTokenizerFolder } from '../../tokens/folder.ts';
 import { versionKey, type AliasEntry, type CascadeEntry, type ModelEntry, type Pool } from '../snapshot.ts';
 import type { PolicySource } from '../source.ts';
 import { unknown, type CompileContext, type Doc } from './context.ts';
@@ -13,6 +15,7 @@ export interface CompiledModels {
 export function compileModels(ctx: CompileContext): CompiledModels {
   const models = new Map<string, ModelEntry>();
   const origins = new Map<string, { source: PolicySource; index: number }>();
+  const checkedFolders = new Map<string, string>();
   for (const { source, doc } of ctx.ofKind('models')) {
     (doc.models ?? []).forEach((m: Doc, i: number) => {
       const path = ['models', i];
@@ -27,8 +30,17 @@ export function compileModels(ctx: CompileContext): CompiledModels {
       const versions = (m.versions ?? []).map((v: Doc) => ({ version: v.version, weight: v.weight, canary: v.canary }));
       const totalWeight = versions.reduce((sum: number, v: { weight: number }) => sum + v.weight, 0);
       if (m.versions && totalWeight <= 0) ctx.report(source, [...path, 'versions'], `the weights of "${m.id}" add up to 0: no version would get traffic`);
+      let tokenizer: string | undefined;
+      if (typeof m.tokenizer === 'string') {
+        // Relative to the models file, as plugin_dirs are to theirs.
+        tokenizer = resolve(dirname(source.file), m.tokenizer);
+        const problem = checkedFolders.get(tokenizer) ?? checkTokenizerFolder(tokenizer) ?? '';
+        checkedFolders.set(tokenizer, problem);
+        if (problem) ctx.report(source, [...path, 'tokenizer'], `model "${m.id}": ${problem}`);
+      }
       models.set(m.id, {
         id: m.id,
+        tokenizer,
         versions,
         totalWeight,
         cold: m.cold ? { loadHook: m.cold.load_hook, retryAfterS: m.cold.retry_after_s } : undefined,

@@ -1,7 +1,7 @@
 // Router settings (kind: settings): at most one document; defaults otherwise.
 import { dirname, resolve } from 'node:path';
 import { DEFAULT_PRIORITY_NAMES } from '../../decide/priority.ts';
-import { charsPerTokenEstimator } from '../../facts/tokens.ts';
+import { characterClassEstimator } from '../../tokens/estimate.ts';
 import type { QuotaStoreSettings, RouterSettings } from '../snapshot.ts';
 import type { CompileContext } from './context.ts';
 
@@ -34,7 +34,7 @@ const SETTINGS_DEFAULTS: RouterSettings = {
   sendTimeoutMs: 30_000,
   pluginDirs: [],
   quotaStore: QUOTA_STORE_DEFAULTS,
-  estimator: charsPerTokenEstimator(4),
+  estimator: characterClassEstimator(4),
   priorityNames: DEFAULT_PRIORITY_NAMES,
 };
 
@@ -63,7 +63,7 @@ export function compileSettings(ctx: CompileContext): RouterSettings {
     maxConnections: doc.max_connections,
     sendTimeoutMs: doc.send_timeout_ms,
     pluginDirs: doc.plugin_dirs.map((dir: string) => resolve(base, dir)),
-    estimator: charsPerTokenEstimator(doc.chars_per_token),
+    estimator: characterClassEstimator(doc.chars_per_token),
     quotaStore: quotaStoreSettings(doc.quota_store),
     priorityNames: doc.priority_names ? new Map([...DEFAULT_PRIORITY_NAMES, ...Object.entries(doc.priority_names as Record<string, number>)]) : DEFAULT_PRIORITY_NAMES,
   };

@@ -1,0 +1,172 @@
+// Token ids per segment of a rendered prompt (docs/tokens.md, "Speed"). The
+// tokenizer first cuts its input at its added (special) tokens and encodes
+// each stretch between them on its own; so does this, with the same rules
+// (longest match at the leftmost place, lstrip/rstrip), and it remembers each
+// stretch's ids. A conversation's next turn then costs only its new text, and
+// the ids equal whole-text encoding. Text that merely looks like a special
+// token (`<|user|>` where the vocabulary has none) is not a cut.
+import type { TokenizerFolder } from './folder.ts';
+
+interface TrieNode {
+  [char: string]: TrieNode | string | undefined;
+}
+const END = '\u0000end';
+
+export interface Piece {
+  /** A stretch of text to encode, or an added token's id. */
+  readonly text?: string;
+  readonly id?: number;
+}
+
+/** Cuts text at the tokenizer's added tokens, as @huggingface/tokenizers does before encoding. */
+export class AddedTokenSplitter {
+  readonly #trie: TrieNode = Object.create(null);
+  readonly #tokens = new Map<string, { id: number; lstrip: boolean; rstrip: boolean }>();
+  readonly #firstChars = new Set<string>();
+
+  constructor(folder: Pick<TokenizerFolder, 'tokenizerJson' | 'tokenizer'>) {
+    const hasNormalizer = folder.tokenizer.normalizer !== null;
+    for (const t of folder.tokenizerJson.added_tokens ?? []) {
+      // Normalized added tokens are matched after normalization, inside a stretch: the tokenizer's own encode handles those.
+      const normalized = t.normalized ?? !t.special;
+      if (normalized && hasNormalizer) continue;
+      if (!t.content) continue;
+      this.#tokens.set(t.content, { id: t.id, lstrip: t.lstrip === true, rstrip: t.rstrip === true });
+      this.#firstChars.add(t.content[0]);
+      let node = this.#trie;
+      for (const char of t.content) node = (node[char] as TrieNode | undefined) ?? (node[char] = Object.create(null) as TrieNode);
+      node[END] = t.content;
+    }
+  }
+
+  split(text: string): Piece[] {
+    const pieces: (Piece & { text?: string })[] = [];
+    let start = 0;
+    let i = 0;
+    const n = text.length;
+    while (i < n) {
+      if (!this.#firstChars.has(text[i])) {
+        i++;
+        continue;
+      }
+      let node: TrieNode | undefined = this.#trie;
+      let match: string | undefined;
+      for (let j = i; j < n && (node = node[text[j]] as TrieNode | undefined); j++) if (node[END] !== undefined) match = node[END] as string;
+      if (match === undefined) {
+        i++;
+        continue;
+      }
+      if (i > start) pieces.push({ text: text.slice(start, i) });
+      pieces.push({ id: this.#tokens.get(match)!.id, text: match });
+      i += match.length;
+      start = i;
+    }
+    if (start < n) pieces.push({ text: text.slice(start) });
+    // lstrip/rstrip: the whitespace next to such a token belongs to it.
+    for (let k = 0; k < pieces.length; k++) {
+      const p = pieces[k];
+      if (p.id === undefined) continue;
+      const spec = this.#tokens.get(p.text!)!;
+      if (spec.lstrip && k > 0 && pieces[k - 1].id === undefined) pieces[k - 1] = { text: pieces[k - 1].text!.trimEnd() };
+      if (spec.rstrip && k + 1 < pieces.length && pieces[k + 1].id === undefined) pieces[k + 1] = { text: pieces[k + 1].text!.trimStart() };
+    }
+    return pieces.map((p) => (p.id !== undefined ? { id: p.id } : { text: p.text })).filter((p) => p.id !== undefined || p.text !== '');
+  }
+}
+
+/**
+ * Whether encoding stretch by stretch gives the same ids as the whole text.
+ * It does unless a pre-tokenizer treats the first stretch differently
+ * (Metaspace with prepend_scheme "first", as in Llama 2 and Mistral folders):
+ * those are encoded whole.
+ */
+export function segmentable(folder: Pick<TokenizerFolder, 'tokenizerJson'>): boolean {
+  const seen = JSON.stringify(folder.tokenizerJson.pre_tokenizer ?? null);
+  return !/"Metaspace"/.test(seen) || !/"prepend_scheme":"first"/.test(seen);
+}
+
+/** Ids per stretch of text, least recently used dropped first, bounded in bytes. */
+export class SegmentCache {
+  readonly #entries = new Map<string, Uint32Array>();
+  #bytes = 0;
+  hits = 0;
+  misses = 0;
+
+  constructor(readonly maxBytes: number) {}
+
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  has(text: string): boolean {
+    return this.#entries.has(text);
+  }
+
+  get(text: string): Uint32Array | undefined {
+    const ids = this.#entries.get(text);
+    if (ids === undefined) return undefined;
+    // Most recently used goes last.
+    this.#entries.delete(text);
+    this.#entries.set(text, ids);
+    return ids;
+  }
+
+  set(text: string, ids: Uint32Array): void {
+    const cost = SegmentCache.cost(text, ids);
+    if (cost > this.maxBytes / 4) return; // one huge stretch must not flush everyone else's
+    const old = this.#entries.get(text);
+    if (old) {
+      this.#entries.delete(text);
+      this.#bytes -= SegmentCache.cost(text, old);
+    }
+    this.#entries.set(text, ids);
+    this.#bytes += cost;
+    for (const [key, value] of this.#entries) {
+      if (this.#bytes <= this.maxBytes) break;
+      this.#entries.delete(key);
+      this.#bytes -= SegmentCache.cost(key, value);
+    }
+  }
+
+  static cost(text: string, ids: Uint32Array): number {
+    return text.length * 2 + ids.byteLength + 64;
+  }
+}
+
+/** Encodes rendered text stretch by stretch through the cache; `encode` does one stretch with no special tokens added. */
+export function encodeSegments(pieces: readonly Piece[], cache: SegmentCache, encode: (text: string) => number[]): Uint32Array {
+  const parts: (Uint32Array | number)[] = [];
+  let length = 0;
+  for (const piece of pieces) {
+    if (piece.id !== undefined) {
+      parts.push(piece.id);
+      length++;
+      continue;
+    }
+    let ids = cache.get(piece.text!);
+    if (ids === undefined) {
+      cache.misses++;
+      ids = Uint32Array.from(encode(piece.text!));
+      cache.set(piece.text!, ids);
+    } else cache.hits++;
+    parts.push(ids);
+    length += ids.length;
+  }
+  const out = new Uint32Array(length);
+  let at = 0;
+  for (const part of parts) {
+    if (typeof part === 'number') out[at++] = part;
+    else {
+      out.set(part, at);
+      at += part.length;
+    }
+  }
+  return out;
+}
+
+/** Characters of the pieces not in the cache yet: what encoding them will cost. */
+export function coldChars(pieces: readonly Piece[], cache: SegmentCache): number {
+  let n = 0;
+  for (const piece of pieces) if (piece.text !== undefined && piece.id === undefined && !cache.has(piece.text)) n += piece.text.length;
+  return n;
+}

@@ -1,0 +1,225 @@
+// The router's side of the tokenizer worker (docs/tokens.md): one worker per
+// process, loading each tokenizer folder once, and counting prompts within a
+// per-request budget. Whatever goes wrong (a folder still loading, a prompt
+// too long to wait for, a tokenizer or template that throws or runs long, a
+// worker that died) the answer is a reason to use the estimate, never an
+// exception, and the request is routed.
+import { Worker, type WorkerOptions } from 'node:worker_threads';
+import type { CountJob } from './counter.ts';
+import type { FromWorker, ToWorker } from './worker.ts';
+
+export type FallbackReason = 'loading' | 'load_failed' | 'too_long' | 'timeout' | 'busy' | 'failed' | 'restarted';
+export type CountOutcome = { readonly ok: true; readonly ids: readonly Uint32Array[] } | { readonly ok: false; readonly reason: FallbackReason; readonly detail?: string };
+
+export interface TokenizerServiceOptions {
+  /** Bytes of cached segment ids per folder (default 64 MiB). */
+  readonly cacheBytes?: number;
+  /** A job running this long means a hostile prompt or a broken tokenizer: the worker is replaced (default 5 s). */
+  readonly stuckMs?: number;
+  /** How many characters the worker encodes per millisecond, at the least (sets how long a prompt is worth waiting for). */
+  readonly charsPerMs?: number;
+  /** Jobs waiting at most; more are answered with the estimate at once (default 256). */
+  readonly maxPending?: number;
+}
+
+/** Prompts this long (not yet cached) are still encoded after the request went on, to make its next turn exact. */
+export const MAX_WARM_CHARS = 1_000_000;
+
+interface Pending {
+  resolve(outcome: CountOutcome): void;
+  timer?: NodeJS.Timeout;
+  startedAt?: number;
+}
+
+type FolderState = { state: 'loading'; done: Promise<string | undefined> } | { state: 'ready' } | { state: 'failed'; error: string };
+
+/** Next to this module: worker.js in dist/; under tsx (tests, benches) worker.ts, through tsx's loader (a worker does not inherit it). */
+function newWorker(options: WorkerOptions): Worker {
+  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./worker.js', import.meta.url), options);
+  const api = import.meta.resolve('tsx/esm/api');
+  const script = new URL('./worker.ts', import.meta.url).href;
+  return new Worker(`import(${JSON.stringify(api)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(script)}); });`, { ...options, eval: true });
+}
+
+/** A worker that dies this many times in a row without loading anything is given up on: the estimate serves. */
+const MAX_FAILED_STARTS = 3;
+
+export class TokenizerService {
+  static #shared?: TokenizerService;
+  /** The process's one service: every snapshot and reload shares its loaded folders. */
+  static shared(): TokenizerService {
+    return (TokenizerService.#shared ??= new TokenizerService());
+  }
+
+  readonly fallbacks = new Map<FallbackReason, number>();
+  restarts = 0;
+  readonly #options: Required<TokenizerServiceOptions>;
+  #worker?: Worker;
+  readonly #folders = new Map<string, FolderState>();
+  readonly #loading = new Map<string, (error: string | undefined) => void>();
+  readonly #pending = new Map<number, Pending>();
+  #nextId = 1;
+  #watchdog?: NodeJS.Timeout;
+  #failedStarts = 0;
+
+  constructor(options: TokenizerServiceOptions = {}) {
+    this.#options = { cacheBytes: 64 * 1024 * 1024, stuckMs: 5000, charsPerMs: 500, maxPending: 256, ...options };
+  }
+
+  /** Starts loading a folder (once); resolves with what went wrong, or undefined when it is ready. */
+  load(dir: string): Promise<string | undefined> {
+    const state = this.#folders.get(dir);
+    if (state?.state === 'ready') return Promise.resolve(undefined);
+    if (state?.state === 'failed') return Promise.resolve(state.error);
+    if (state?.state === 'loading') return state.done;
+    const done = new Promise<string | undefined>((resolve) => this.#loading.set(dir, resolve));
+    this.#folders.set(dir, { state: 'loading', done });
+    this.#post({ type: 'load', dir });
+    return done;
+  }
+
+  /** 'ready', 'loading', 'failed' or 'absent' (never asked for). */
+  state(dir: string): FolderState['state'] | 'absent' {
+    return this.#folders.get(dir)?.state ?? 'absent';
+  }
+
+  /**
+   * The prompt's token ids, or why not. Waits at most `budgetMs` (Infinity
+   * for one-shot tools such as `explain`); a prompt whose uncached part
+   * would take longer is answered at once with 'too_long' and encoded anyway.
+   */
+  count(dir: string, job: CountJob, budgetMs: number): Promise<CountOutcome> {
+    const state = this.#folders.get(dir);
+    if (state?.state !== 'ready') {
+      if (state?.state === 'failed') return Promise.resolve(this.#fallback('load_failed', state.error));
+      void this.load(dir);
+      if (budgetMs !== Infinity) return Promise.resolve(this.#fallback('loading'));
+      return this.load(dir).then((error) => (error ? this.#fallback('load_failed', error) : this.count(dir, job, budgetMs)));
+    }
+    if (this.#pending.size >= this.#options.maxPending) return Promise.resolve(this.#fallback('busy'));
+    const id = this.#nextId++;
+    return new Promise<CountOutcome>((resolve) => {
+      const pending: Pending = { resolve };
+      if (budgetMs !== Infinity) {
+        pending.timer = setTimeout(() => {
+          // The answer may still come: it warms the cache, and is dropped here.
+          pending.resolve = () => {};
+          resolve(this.#fallback('timeout'));
+        }, budgetMs);
+      }
+      this.#pending.set(id, pending);
+      const waitChars = budgetMs === Infinity ? Infinity : Math.max(256, budgetMs * this.#options.charsPerMs);
+      this.#post({ type: 'count', id, dir, job, waitChars, warmChars: MAX_WARM_CHARS });
+    });
+  }
+
+  /** Stops the worker; loaded folders are forgotten. */
+  async close(): Promise<void> {
+    clearInterval(this.#watchdog);
+    this.#watchdog = undefined;
+    const worker = this.#worker;
+    this.#worker = undefined;
+    this.#failAll('restarted');
+    this.#folders.clear();
+    if (worker) await worker.terminate();
+  }
+
+  #fallback(reason: FallbackReason, detail?: string): CountOutcome {
+    this.fallbacks.set(reason, (this.fallbacks.get(reason) ?? 0) + 1);
+    return { ok: false, reason, detail };
+  }
+
+  #post(message: ToWorker): void {
+    const worker = this.#ensureWorker();
+    worker.ref(); // something waits for it: the process must not exit under it
+    worker.postMessage(message);
+  }
+
+  /** Idle, the worker must not keep the process alive. */
+  #unrefWhenIdle(): void {
+    if (this.#pending.size === 0 && this.#loading.size === 0) this.#worker?.unref();
+  }
+
+  #ensureWorker(): Worker {
+    if (this.#worker) return this.#worker;
+    // The router's environment holds its secrets (the admin token): none of it goes in.
+    const worker = newWorker({ workerData: { cacheBytes: this.#options.cacheBytes }, name: 'switchyard tokenizer', env: {} });
+    worker.unref();
+    worker.on('message', (message: FromWorker) => this.#onMessage(message));
+    worker.on('error', (error) => this.#restart(worker, error.message));
+    worker.on('exit', (code) => this.#restart(worker, `exited with code ${code}`));
+    this.#worker = worker;
+    this.#watchdog ??= setInterval(() => this.#checkStuck(), Math.max(50, Math.floor(this.#options.stuckMs / 5)));
+    this.#watchdog.unref();
+    return worker;
+  }
+
+  #onMessage(message: FromWorker): void {
+    if (message.type === 'loaded') {
+      this.#failedStarts = 0;
+      const resolve = this.#loading.get(message.dir);
+      this.#loading.delete(message.dir);
+      this.#folders.set(message.dir, message.error ? { state: 'failed', error: message.error } : { state: 'ready' });
+      resolve?.(message.error);
+      this.#unrefWhenIdle();
+      return;
+    }
+    const pending = this.#pending.get(message.id);
+    if (!pending) return;
+    if (message.type === 'busy') {
+      pending.startedAt = performance.now();
+      return;
+    }
+    this.#pending.delete(message.id);
+    clearTimeout(pending.timer);
+    this.#unrefWhenIdle();
+    if (message.ids) pending.resolve({ ok: true, ids: message.ids });
+    else pending.resolve(this.#fallback(message.deferred ? 'too_long' : 'failed', message.error));
+  }
+
+  /** A job that runs far too long: a hostile prompt or a broken tokenizer. The worker goes; a new one reloads the folders. */
+  #checkStuck(): void {
+    const now = performance.now();
+    for (const pending of this.#pending.values()) {
+      if (pending.startedAt !== undefined && now - pending.startedAt > this.#options.stuckMs && this.#worker) {
+        const worker = this.#worker;
+        void worker.terminate();
+        this.#restart(worker, `a prompt took over ${this.#options.stuckMs} ms`);
+        return;
+      }
+    }
+  }
+
+  #restart(worker: Worker, why: string): void {
+    if (this.#worker !== worker) return;
+    this.#worker = undefined;
+    this.restarts++;
+    this.#failAll('restarted');
+    if (++this.#failedStarts >= MAX_FAILED_STARTS) {
+      // It cannot even start: every folder is given up on (each request estimates, counted as load_failed).
+      const error = `the tokenizer worker failed ${this.#failedStarts} times in a row (last: ${why})`;
+      for (const dir of this.#folders.keys()) this.#folders.set(dir, { state: 'failed', error });
+      for (const [dir, resolve] of this.#loading) {
+        this.#loading.delete(dir);
+        resolve(error);
+      }
+      return;
+    }
+    // Folders that were ready load again in a fresh worker; requests estimate meanwhile.
+    const dirs = [...this.#folders].filter(([, s]) => s.state !== 'failed').map(([dir]) => dir);
+    for (const dir of dirs) this.#folders.delete(dir);
+    for (const [dir, resolve] of this.#loading) {
+      this.#loading.delete(dir);
+      void this.load(dir).then(resolve);
+    }
+    for (const dir of dirs) void this.load(dir);
+  }
+
+  #failAll(reason: FallbackReason): void {
+    for (const [id, pending] of this.#pending) {
+      this.#pending.delete(id);
+      clearTimeout(pending.timer);
+      pending.resolve(this.#fallback(reason));
+    }
+  }
+}
