@@ -30,7 +30,7 @@ const PER_CHAR: Record<number, number> = {
   [Kind.Ideograph]: 0.85,
   [Kind.Kana]: 0.75,
   [Kind.Hangul]: 0.9,
-  [Kind.Thai]: 0.5,
+  [Kind.Thai]: 0.56,
   [Kind.OtherLetter]: 0.45,
   [Kind.Astral]: 1,
   [Kind.Symbol]: 1,
