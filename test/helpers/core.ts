@@ -109,8 +109,9 @@ export function rejected(decision: Decision): Rejected {
 }
 
 /** A long prompt of about `tokens` tokens at 4 characters a token. */
+/** A prompt of about `tokens` tokens, estimated or counted by Llama 3: three-letter words, one token each with their space. */
 export function promptOf(tokens: number): string {
-  return 'lorem ipsum dolor sit amet '.repeat(Math.ceil((tokens * 4) / 27)).slice(0, tokens * 4);
+  return 'the cat sat and ate fig jam too '.repeat(Math.ceil(tokens / 8)).slice(0, tokens * 4);
 }
 
 /** One model, one general pool with `replicas` replicas and the given strategy chain. */
