@@ -113,7 +113,7 @@ export function checkTokenizerFolder(dir: string): string | undefined {
   try {
     if (!statSync(dir).isDirectory()) return `${dir} is not a folder: name the folder that holds tokenizer.json and tokenizer_config.json`;
   } catch {
-    return `the tokenizer folder ${dir} does not exist: name the folder that holds the model's tokenizer.json and tokenizer_config.json, or write \`tokenizer: engine\``;
+    return `the tokenizer folder ${dir} does not exist: name the folder that holds the model's tokenizer.json and tokenizer_config.json, or remove the line to estimate`;
   }
   const vocab = join(dir, 'tokenizer.json');
   try {
