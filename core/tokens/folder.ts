@@ -4,8 +4,9 @@
 // the engine loads (docs/tokens.md). Loading is slow and big (~0.5–1.5 s,
 // ~210 MiB for Llama 3): the router does it once per folder, off the event
 // loop (core/tokens/service.ts). The check `validate` runs is cheap.
-import { closeSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { renderChat } from './chat-template.ts';
@@ -35,6 +36,25 @@ export interface AddedTokenJson {
   readonly rstrip?: boolean;
   readonly normalized?: boolean;
   readonly special?: boolean;
+}
+
+/**
+ * Where `tokenizer: VALUE` in a models file points: a path relative to the
+ * file (as plugin_dirs are to theirs) or absolute; or, when no such folder
+ * exists and VALUE names an installed package (`@scope/name/subdir`), that
+ * package's folder, so a copied policy directory keeps working.
+ */
+export function tokenizerDir(value: string, policyFile: string): string {
+  const local = resolve(dirname(policyFile), value);
+  if (existsSync(local) || value.startsWith('.') || isAbsolute(value)) return local;
+  const parts = value.split('/');
+  const name = parts.slice(0, value.startsWith('@') ? 2 : 1);
+  // Node's own lookup: node_modules of this module's folder and every folder above.
+  for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
+    const found = join(dir, 'node_modules', ...name);
+    if (existsSync(found)) return join(found, ...parts.slice(name.length));
+    if (dirname(dir) === dir) return local;
+  }
 }
 
 const SPECIAL_TOKEN_NAMES = ['bos_token', 'eos_token', 'unk_token', 'pad_token'];

@@ -1,6 +1,5 @@
 // Models and their versions, and the aliases that name them (kind: models).
-import { dirname, resolve } from 'node:path';
-import { checkTokenizerFolder } from '../../tokens/folder.ts';
+import { checkTokenizerFolder, tokenizerDir } from '../../tokens/folder.ts';
 import { versionKey, type AliasEntry, type CascadeEntry, type ModelEntry, type Pool } from '../snapshot.ts';
 import type { PolicySource } from '../source.ts';
 import { unknown, type CompileContext, type Doc } from './context.ts';
@@ -32,8 +31,7 @@ export function compileModels(ctx: CompileContext): CompiledModels {
       if (m.versions && totalWeight <= 0) ctx.report(source, [...path, 'versions'], `the weights of "${m.id}" add up to 0: no version would get traffic`);
       let tokenizer: string | undefined;
       if (typeof m.tokenizer === 'string') {
-        // Relative to the models file, as plugin_dirs are to theirs.
-        tokenizer = resolve(dirname(source.file), m.tokenizer);
+        tokenizer = tokenizerDir(m.tokenizer, source.file);
         const problem = checkedFolders.get(tokenizer) ?? checkTokenizerFolder(tokenizer) ?? '';
         checkedFolders.set(tokenizer, problem);
         if (problem) ctx.report(source, [...path, 'tokenizer'], `model "${m.id}": ${problem}`);
