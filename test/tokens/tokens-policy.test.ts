@@ -75,13 +75,18 @@ test('explain --json: the 57,600-character Chinese chat is counted by the tokeni
 test('through the real server the Chinese chat lands in long-context, counted or (cold, too long to wait for) estimated', async () => {
   const r = await startTestRouter(policyDirTexts(POLICIES), { apiKey: 'sk-demo-free' });
   try {
-    const response = await r.client.chat.completions.create({ ...CHINESE_CHAT, max_tokens: 8 }).withResponse();
-    assert.equal(response.response.headers.get('x-switchyard-pool'), 'long-context');
+    // The emulated replicas may still be starting on a loaded machine: a 503 is retried.
+    const post = () => fetch(`${r.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer sk-demo-free' }, body: JSON.stringify({ ...CHINESE_CHAT, max_tokens: 8 }) });
+    let response = await post();
+    for (const until = Date.now() + 60_000; response.status === 503 && Date.now() < until; response = await post()) await new Promise((resolve) => setTimeout(resolve, 250));
+    assert.equal(response.status, 200, await response.clone().text());
+    assert.equal(response.headers.get('x-switchyard-pool'), 'long-context');
+    await response.text();
     // A short chat to the same model: counted by Llama 3's tokenizer once it has loaded.
     const deadline = Date.now() + 90_000;
     let counted = '';
     while (!counted.includes('source="tokenizer"') && Date.now() < deadline) {
-      await r.client.chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 4 });
+      await r.client.chat.completions.create({ model: 'chat-small', messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 4 }).catch(() => undefined);
       counted = await (await fetch(`${r.adminUrl}/metrics`)).text();
       if (!counted.includes('source="tokenizer"')) await new Promise((resolve) => setTimeout(resolve, 200));
     }
