@@ -73,7 +73,10 @@ test('explain --json: the 57,600-character Chinese chat is counted by the tokeni
 });
 
 test('through the real server the Chinese chat lands in long-context, counted or (cold, too long to wait for) estimated', async () => {
-  const r = await startTestRouter(policyDirTexts(POLICIES), { apiKey: 'sk-demo-free' });
+  // The bundled policy, with the decision headers on (the pool is read from x-switchyard-pool).
+  const texts = policyDirTexts(POLICIES);
+  const settings = Object.keys(texts).find((k) => k.endsWith('settings.yaml'))!;
+  const r = await startTestRouter({ ...texts, [settings]: texts[settings].replace(/^decision_headers: .*$/m, 'decision_headers: full') }, { apiKey: 'sk-demo-free' });
   try {
     // The emulated replicas may still be starting on a loaded machine: a 503 is retried.
     const post = () => fetch(`${r.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer sk-demo-free' }, body: JSON.stringify({ ...CHINESE_CHAT, max_tokens: 8 }) });
