@@ -1,10 +1,13 @@
 // Prefix affinity (docs/policies.md, decision 3): send a prompt to a
 // replica that recently served the longest shared prefix, whose cache likely
-// still holds it, unless that replica's KV usage is past the release threshold.
+// still holds it, unless that replica's KV usage is past the release threshold
+// (or, with token_release_threshold, its prefill in flight: tokenLoad).
 import { candidatePositions, type Candidate, type StrategyDefinition } from '../sdk/index.ts';
 
 interface Config {
   release_threshold: number;
+  /** Release also when the replica's tokenLoad (prefill tokens in flight, 0..1) reaches this; null: never. */
+  token_release_threshold?: number | null;
   /** Most prefix blocks remembered (LRU); memory stays bounded. */
   max_entries: number;
   /** Matches shorter than this many blocks don't count as warm. */
@@ -100,6 +103,7 @@ export default {
     additionalProperties: false,
     properties: {
       release_threshold: { type: 'number', minimum: 0, maximum: 1, default: 0.85 },
+      token_release_threshold: { type: ['number', 'null'], minimum: 0, maximum: 1, default: null },
       max_entries: { type: 'integer', minimum: 1, default: 200000 },
       min_match_blocks: { type: 'integer', minimum: 1, default: 1 },
     },
@@ -151,6 +155,11 @@ export default {
           const kv = candidate.signals.kvUsage;
           if (kv >= config.release_threshold) {
             alternatives.push({ replica: candidate.id, score: d, note: `released: kv ${kv.toFixed(2)}` });
+            continue;
+          }
+          const tokens = candidate.signals.tokenLoad ?? 0;
+          if (config.token_release_threshold != null && tokens >= config.token_release_threshold) {
+            alternatives.push({ replica: candidate.id, score: d, note: `released: prefill load ${tokens.toFixed(2)}` });
             continue;
           }
           alternatives.push({ replica: candidate.id, score: d, note: `kv ${kv.toFixed(2)}` });

@@ -1,11 +1,14 @@
 // Session affinity (docs/policies.md, decision 3): a conversation stays
 // on the replica its id hashes to, so its growing prompt hits that replica's
 // prefix cache. Released when that replica's KV usage reaches the threshold,
-// so one popular conversation cannot overload a replica.
+// so one popular conversation cannot overload a replica; or, with
+// token_release_threshold, when its prefill in flight (tokenLoad) reaches it.
 import { boundedLoadOwner, rendezvousOwner, type Candidate, type StrategyDefinition } from '../sdk/index.ts';
 
 interface Config {
   release_threshold: number;
+  /** Release also when the replica's tokenLoad (prefill tokens in flight, 0..1) reaches this; null: never. */
+  token_release_threshold?: number | null;
   /** Consistent hashing with bounded loads: no replica above this × the mean engine load (running + waiting). */
   bounded_load: number | null;
 }
@@ -27,6 +30,7 @@ export default {
     additionalProperties: false,
     properties: {
       release_threshold: { type: 'number', minimum: 0, maximum: 1, default: 0.85 },
+      token_release_threshold: { type: ['number', 'null'], minimum: 0, maximum: 1, default: null },
       bounded_load: { type: ['number', 'null'], minimum: 1, default: null },
     },
   },
@@ -43,6 +47,10 @@ export default {
         const kv = owner.signals.kvUsage;
         if (kv >= config.release_threshold) {
           return { pass: true, reason: `released ${owner.id}: kv ${kv.toFixed(2)} >= ${config.release_threshold}` };
+        }
+        const tokens = owner.signals.tokenLoad ?? 0;
+        if (config.token_release_threshold != null && tokens >= config.token_release_threshold) {
+          return { pass: true, reason: `released ${owner.id}: prefill load ${tokens.toFixed(2)} >= ${config.token_release_threshold}` };
         }
         return {
           replica: owner.id,

@@ -5,14 +5,16 @@ export const DEFAULT_LOAD_SCORE_WEIGHTS: LoadScoreWeights = { kvUsage: 0.6, queu
 
 /**
  * The load score, lower is better:
- * w.kv·kvUsage + w.queue·queueDepth/maxQueue + w.running·running/maxBatch.
+ * w.kv·kvUsage + w.queue·queueDepth/maxQueue + w.running·running/maxBatch
+ * (+ w.tokenLoad·tokenLoad, when the pool weighs prefill in flight).
  */
 export function loadScore(candidate: Candidate, weights: LoadScoreWeights = DEFAULT_LOAD_SCORE_WEIGHTS): number {
   const { signals, capacity } = candidate;
   return (
     weights.kvUsage * signals.kvUsage +
     weights.queue * (signals.queueDepth / Math.max(1, capacity.maxQueue)) +
-    weights.running * (signals.running / Math.max(1, capacity.maxBatch))
+    weights.running * (signals.running / Math.max(1, capacity.maxBatch)) +
+    (weights.tokenLoad ? weights.tokenLoad * (signals.tokenLoad ?? 0) : 0)
   );
 }
 

@@ -45,6 +45,15 @@ export interface LoadSignals {
   readonly running: number;
   /** Requests this router has in flight on the replica: exact and always fresh. */
   readonly inFlight: number;
+  /**
+   * Load in tokens (absent where the router does not track it): prompt tokens this
+   * router sent that have not reached their first byte, i.e. prefill still in
+   * progress, and the streams it has open. Exact and always fresh.
+   */
+  readonly prefillTokens?: number;
+  readonly activeStreams?: number;
+  /** prefillTokens over the pool's `token_load.full_prefill_tokens`, 0..1: the token valve strategies may release on. */
+  readonly tokenLoad?: number;
   /** Adapters the engine reports loaded (or the configured ones before a scrape). */
   readonly loadedAdapters: readonly string[];
   /** Milliseconds since the engine's signals were scraped; Infinity when never. */
@@ -81,6 +90,8 @@ export interface LoadScoreWeights {
   readonly kvUsage: number;
   readonly queue: number;
   readonly running: number;
+  /** Weight of `signals.tokenLoad` (prefill in flight); 0 or absent by default. */
+  readonly tokenLoad?: number;
 }
 
 export interface Alternative {

@@ -9,6 +9,9 @@ import type { FleetView, ReplicaState } from '../fleet/types.ts';
 import type { Pool, ReplicaSpec } from '../policy/snapshot.ts';
 import type { TraceAlternative } from './trace.ts';
 
+/** Prompt tokens in prefill that count as a full replica in `tokenLoad` unless the pool says (token_load.full_prefill_tokens). */
+export const DEFAULT_FULL_PREFILL_TOKENS = 65_536;
+
 export interface CandidateSet {
   readonly candidates: readonly Candidate[];
   readonly excluded: readonly TraceAlternative[];
@@ -46,6 +49,9 @@ class KeptSignals implements LoadSignals {
   queueDepth = 0;
   running = 0;
   inFlight = 0;
+  prefillTokens = 0;
+  activeStreams = 0;
+  tokenLoad = 0;
   loadedAdapters: readonly string[] = [];
   stale = true;
   scrapedAt: number | undefined;
@@ -87,6 +93,8 @@ class ReplicaEntry {
   queueDepth: number | undefined;
   running: number | undefined;
   inFlight = 0;
+  prefillTokens = 0;
+  activeStreams = 0;
   scrapedAt: number | undefined;
   loadedAdapters: readonly string[] | undefined;
   stale = false;
@@ -108,6 +116,8 @@ class ReplicaEntry {
       this.stale === stale &&
       this.health === state?.health &&
       this.inFlight === (state?.inFlight ?? 0) &&
+      this.prefillTokens === (state?.prefillTokens ?? 0) &&
+      this.activeStreams === (state?.activeStreams ?? 0) &&
       this.scrapedAt === state?.scrapedAt &&
       this.kvUsage === state?.kvUsage &&
       this.queueDepth === state?.queueDepth &&
@@ -123,6 +133,8 @@ class ReplicaEntry {
     this.queueDepth = state?.queueDepth;
     this.running = state?.running;
     this.inFlight = state?.inFlight ?? 0;
+    this.prefillTokens = state?.prefillTokens ?? 0;
+    this.activeStreams = state?.activeStreams ?? 0;
     this.scrapedAt = state?.scrapedAt;
     this.loadedAdapters = state?.loadedAdapters;
     this.stale = stale;
@@ -133,7 +145,7 @@ class ReplicaEntry {
     if (this.standing === EXCLUDED) return;
     const signals = this.candidate.signals;
     signals.scrapedAt = state?.scrapedAt;
-    setSignals(signals, this.spec, state, stale);
+    setSignals(signals, this.spec, state, stale, pool.tokenLoad.fullPrefillTokens);
     this.candidate.saturated = saturated(pool, signals);
   }
 }
@@ -300,17 +312,22 @@ function saturated(pool: Pool, signals: LoadSignals): boolean {
  * than random. Even fresh, the queue is at least what this router sent beyond
  * the engine's running batch since the last scrape.
  */
-export function loadSignals(spec: ReplicaSpec, state: ReplicaState | undefined, now: number, maxStalenessMs: number): LoadSignals {
+export function loadSignals(spec: ReplicaSpec, state: ReplicaState | undefined, now: number, maxStalenessMs: number, fullPrefillTokens = DEFAULT_FULL_PREFILL_TOKENS): LoadSignals {
   const ageMs = state?.scrapedAt !== undefined ? Math.max(0, now - state.scrapedAt) : Infinity;
   const signals: MutableSignals = { kvUsage: 0, queueDepth: 0, running: 0, inFlight: 0, loadedAdapters: spec.adapters, ageMs, stale: true };
-  setSignals(signals, spec, state, ageMs > maxStalenessMs);
+  setSignals(signals, spec, state, ageMs > maxStalenessMs, fullPrefillTokens);
   return signals;
 }
 
 /** Everything of loadSignals but the age, written into `out`. */
-function setSignals(out: Omit<MutableSignals, 'ageMs'>, spec: ReplicaSpec, state: ReplicaState | undefined, stale: boolean): void {
+function setSignals(out: Omit<MutableSignals, 'ageMs'>, spec: ReplicaSpec, state: ReplicaState | undefined, stale: boolean, fullPrefillTokens: number): void {
   const inFlight = state?.inFlight ?? 0;
   out.inFlight = inFlight;
+  // Load in tokens is the router's own count: exact and fresh, stale or not.
+  const prefill = state?.prefillTokens ?? 0;
+  out.prefillTokens = prefill;
+  out.activeStreams = state?.activeStreams ?? 0;
+  out.tokenLoad = Math.min(1, prefill / fullPrefillTokens);
   out.loadedAdapters = adaptersOf(spec, state?.loadedAdapters);
   out.stale = stale;
   if (stale) {

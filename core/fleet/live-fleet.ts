@@ -162,6 +162,16 @@ export class LiveFleet implements FleetView {
     return this.watches.get(id)?.replica.acquire() ?? noop;
   }
 
+  /** Prompt tokens sent to `id`, counted until their first byte (the returned function). */
+  startPrefill(id: string, tokens: number): () => void {
+    return this.watches.get(id)?.replica.startPrefill(tokens) ?? noop;
+  }
+
+  /** A stream open on `id`, counted until the returned function runs. */
+  startStream(id: string): () => void {
+    return this.watches.get(id)?.replica.startStream() ?? noop;
+  }
+
   /** Ends a request counted on `id`; the count never goes below zero. */
   release(id: string): void {
     this.watches.get(id)?.replica.release();

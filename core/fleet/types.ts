@@ -41,6 +41,10 @@ export interface ReplicaState {
   readonly kvCapacityTokens?: number;
   /** Requests this router has in flight on the replica: exact and always fresh. */
   readonly inFlight: number;
+  /** Prompt tokens this router sent that have not reached their first byte (prefill in progress); absent: none. */
+  readonly prefillTokens?: number;
+  /** Streams this router has open on the replica; absent: none. */
+  readonly activeStreams?: number;
 }
 
 export interface FleetView {

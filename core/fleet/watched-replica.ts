@@ -25,6 +25,10 @@ export interface ReplicaReport {
   readonly probedHealth: ProbedHealth;
   readonly draining: boolean;
   readonly inFlight: number;
+  /** Prompt tokens sent here by this router that have not reached their first byte. */
+  readonly prefillTokens: number;
+  /** Streams this router has open here. */
+  readonly activeStreams: number;
   readonly running: number | null;
   readonly queueDepth: number | null;
   readonly kvUsage: number | null;
@@ -70,6 +74,9 @@ export class WatchedReplica {
   private lastScrapeError: string | undefined;
   private lastCheckError: string | undefined;
   private inFlight = 0;
+  /** Load in tokens (docs/policies.md, "Load in tokens"): prompt tokens before their first byte, open streams. */
+  private prefillTokens = 0;
+  private activeStreams = 0;
   private draining = false;
   private view: ReplicaState | undefined;
 
@@ -106,6 +113,33 @@ export class WatchedReplica {
       if (released) return;
       released = true;
       this.release();
+    };
+  }
+
+  /** Counts `tokens` of prompt sent here until the returned function runs (the first byte, or the end); idempotent. */
+  startPrefill(tokens: number): () => void {
+    if (!(tokens > 0)) return noop;
+    this.prefillTokens += tokens;
+    this.invalidate();
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      this.prefillTokens = Math.max(0, this.prefillTokens - tokens);
+      this.invalidate();
+    };
+  }
+
+  /** Counts an open stream until the returned function runs; idempotent. */
+  startStream(): () => void {
+    this.activeStreams++;
+    this.invalidate();
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      this.activeStreams = Math.max(0, this.activeStreams - 1);
+      this.invalidate();
     };
   }
 
@@ -192,6 +226,8 @@ export class WatchedReplica {
       probedHealth: this.tracker.health,
       draining: this.draining,
       inFlight: this.inFlight,
+      prefillTokens: this.prefillTokens,
+      activeStreams: this.activeStreams,
       running: s.running ?? null,
       queueDepth: s.queueDepth ?? null,
       kvUsage: s.kvUsage ?? null,
@@ -254,6 +290,8 @@ export class WatchedReplica {
       health: this.health(),
       inFlight: this.inFlight,
     };
+    if (this.prefillTokens > 0) view.prefillTokens = this.prefillTokens;
+    if (this.activeStreams > 0) view.activeStreams = this.activeStreams;
     // Absent rather than undefined: a signal the engine never gave is not a value.
     if (s.kvUsage !== undefined) view.kvUsage = s.kvUsage;
     if (s.queueDepth !== undefined) view.queueDepth = s.queueDepth;
@@ -268,3 +306,5 @@ export class WatchedReplica {
     return Object.freeze(view);
   }
 }
+
+function noop(): void {}

@@ -153,6 +153,8 @@ export interface Pool {
   readonly shedding: SheddingSettings;
   /** Send the request's priority in the engine's `priority` body field. */
   readonly forwardPriority: boolean;
+  /** Load in tokens: prefill tokens in flight that count as a full replica (tokenLoad 1). */
+  readonly tokenLoad: { readonly fullPrefillTokens: number };
   /** The pool of the same version taking what this one would refuse for capacity (checked loop-free when compiled). */
   readonly overflow?: string;
   readonly weights: LoadScoreWeights;

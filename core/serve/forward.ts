@@ -65,6 +65,8 @@ export interface AttemptInput {
   readonly sendTimeoutMs?: number;
   /** Reads the engine's usage as the response passes (usage-tap.ts); may remove the usage chunk the router asked for. */
   readonly tap?: { data(chunk: Buffer, sse: boolean): Buffer };
+  /** The engine's first body byte is going out: its prefill is over (load in tokens). */
+  readonly onFirstByte?: () => void;
 }
 
 /**
@@ -202,6 +204,7 @@ class Attempt implements Dispatcher.DispatchHandler {
   /** Sends the status line and headers: from here on the request belongs to this replica. */
   private commit(): void {
     this.committed = true;
+    this.input.onFirstByte?.();
     this.input.waiting.remove(this.input.replica, this);
     this.input.res.writeHead(this.status, responseHeaders(this.engineHeaders!, this.input.responseHeaders, this.eventStream || this.input.stream));
   }

@@ -41,6 +41,9 @@ export interface PolicySource {
 /** The fleet as the proxy uses it: signals, plus its own in-flight counts and how its attempts ended. */
 export interface RouterFleet extends FleetView {
   acquire(id: string): () => void;
+  /** Load in tokens: prompt tokens before their first byte, and open streams (each counted until the returned function runs). */
+  startPrefill?(id: string, tokens: number): () => void;
+  startStream?(id: string): () => void;
   /** A connect error: counts as a failed health check at once. */
   markFailure(id: string, error?: string): void;
   /** Passive health: every attempt's outcome (outlier detection). */
@@ -237,6 +240,8 @@ async function send(
   const pool = decision.poolRef;
   const replica = replicaOf(snapshot, pool, decision.replica);
   const releaseInFlight = deps.fleet.acquire(replica.id);
+  const endPrefill = deps.fleet.startPrefill?.(replica.id, decision.routed.promptTokens);
+  const endStream = stream ? deps.fleet.startStream?.(replica.id) : undefined;
   deps.metrics.decisions.inc({ pool: pool.key, replica: replica.id, strategy: decision.strategy });
   const started = performance.now();
   const headers = ['x-request-id', request.id, 'x-switchyard-model', `${decision.model}@${decision.version}`];
@@ -255,6 +260,8 @@ async function send(
   } catch (error) {
     // A replica a reload just added may not be reachable yet (an emulated one still starting).
     releaseInFlight();
+    endPrefill?.();
+    endStream?.();
     traced?.end(undefined, 'connect');
     return { kind: 'retryable', cause: 'connect', detail: (error as Error).message.slice(0, 200) };
   }
@@ -291,6 +298,7 @@ async function send(
       silence,
       sendTimeoutMs: deps.sendTimeoutMs,
       tap,
+      onFirstByte: endPrefill,
     });
     if (traced) traced.end(result.kind === 'done' ? result.status : 'status' in result ? (result.status as number) : undefined, result.kind === 'done' ? undefined : result.kind === 'retryable' || result.kind === 'broken' ? result.cause : result.kind, decision.upstreamModel);
     if (result.kind === 'done' || result.kind === 'broken') {
@@ -310,6 +318,8 @@ async function send(
     return result;
   } finally {
     releaseInFlight();
+    endPrefill?.();
+    endStream?.();
   }
 }
 

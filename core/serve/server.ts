@@ -346,7 +346,7 @@ function refreshPluginGauges(metrics: RouterMetrics, status: Record<string, unkn
 function refreshReplicaGauges(metrics: RouterMetrics, snapshot: Snapshot, fleet: LiveFleet): void {
   const now = Date.now();
   // Replicas a reload removed must not linger as series.
-  for (const gauge of [metrics.replicaKvUsage, metrics.replicaQueue, metrics.replicaInFlight, metrics.replicaSignalAge, metrics.replicaHealthy, metrics.replicaEjected]) gauge.reset();
+  for (const gauge of [metrics.replicaKvUsage, metrics.replicaQueue, metrics.replicaInFlight, metrics.replicaSignalAge, metrics.replicaHealthy, metrics.replicaEjected, metrics.admission.replicaPrefillTokens, metrics.admission.replicaActiveStreams]) gauge.reset();
   for (const pool of snapshot.pools) {
     for (const spec of pool.replicas) {
       const state = fleet.replica(spec.id);
@@ -354,6 +354,8 @@ function refreshReplicaGauges(metrics: RouterMetrics, snapshot: Snapshot, fleet:
       metrics.replicaKvUsage.set(labels, state?.kvUsage ?? 0);
       metrics.replicaQueue.set(labels, state?.queueDepth ?? 0);
       metrics.replicaInFlight.set(labels, state?.inFlight ?? 0);
+      metrics.admission.replicaPrefillTokens.set(labels, state?.prefillTokens ?? 0);
+      metrics.admission.replicaActiveStreams.set(labels, state?.activeStreams ?? 0);
       metrics.replicaSignalAge.set(labels, state?.scrapedAt !== undefined ? (now - state.scrapedAt) / 1000 : Infinity);
       const health = state?.health ?? 'unknown';
       metrics.replicaHealthy.set(labels, health === 'ready' || health === 'unknown' ? 1 : 0);

@@ -23,6 +23,8 @@ export class UsageEngine {
   usageFault: UsageFault = 'none';
   /** Spacing of stream chunks. */
   chunkEveryMs = 1;
+  /** The prefill: how long before the first byte of the body. */
+  firstTokenDelayMs = 0;
   /** Bodies of completion requests, parsed, in arrival order. */
   readonly bodies: Record<string, unknown>[] = [];
   url = '';
@@ -58,8 +60,12 @@ export class UsageEngine {
       this.bodies.push(body);
       const max = (body.max_completion_tokens ?? body.max_tokens) as number | undefined;
       const tokens = Math.min(this.completionTokens, max ?? Infinity);
-      if (body.stream === true) this.stream(res, body, tokens, (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true);
-      else this.json(res, body, tokens);
+      const answer = () => {
+        if (body.stream === true) this.stream(res, body, tokens, (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true);
+        else this.json(res, body, tokens);
+      };
+      if (this.firstTokenDelayMs > 0) setTimeout(answer, this.firstTokenDelayMs);
+      else answer();
     });
   }
 

@@ -4,7 +4,7 @@
 import { DEFAULT_LOAD_SCORE_WEIGHTS, seededRandom, type KvIndexView, type Logger } from '../../../sdk/index.ts';
 import { OUTLIER_DEFAULTS } from '../../fleet/outlier.ts';
 import { PickBudget } from '../../decide/budget.ts';
-import { CandidateCache } from '../../decide/candidates.ts';
+import { CandidateCache, DEFAULT_FULL_PREFILL_TOKENS } from '../../decide/candidates.ts';
 import { replicaCapacity } from '../../decide/derived.ts';
 import { SHEDDING_DEFAULTS } from '../../decide/shed.ts';
 import { configValidator } from '../../plugins/config.ts';
@@ -19,6 +19,7 @@ import { replicaUrlProblem } from './replica-urls.ts';
 const DEFAULTS = {
   saturation: { kv_usage: 0.95, queue_depth: 32 },
   capacity: { queue_depth: 128, retry_after_s: 2 },
+  token_load: { full_prefill_tokens: DEFAULT_FULL_PREFILL_TOKENS },
   shedding: { mode: SHEDDING_DEFAULTS.mode, exponent: SHEDDING_DEFAULTS.exponent, scale: SHEDDING_DEFAULTS.scale },
   wait_estimate: { ms_per_queued_request: 50, prefill_ms_per_1k_tokens: 20 },
   // docs/reliability.md gives each default's reason.
@@ -106,6 +107,7 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
       const saturation = setting('saturation');
       const capacity = setting('capacity');
       const shedding = setting('shedding');
+      const tokenLoad = setting('token_load');
       const wait = setting('wait_estimate');
       const upstream = setting('upstream');
       const retries = setting('retries');
@@ -125,11 +127,13 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
         capacity: { queueDepth: capacity.queue_depth, retryAfterS: capacity.retry_after_s },
         shedding: { mode: shedding.mode, exponent: shedding.exponent, scale: shedding.scale },
         forwardPriority: p.forward_priority ?? defaults.forward_priority ?? false,
+        tokenLoad: { fullPrefillTokens: tokenLoad.full_prefill_tokens },
         overflow: p.overflow,
         weights: {
           kvUsage: weightsDoc.kv_usage ?? DEFAULT_LOAD_SCORE_WEIGHTS.kvUsage,
           queue: weightsDoc.queue ?? DEFAULT_LOAD_SCORE_WEIGHTS.queue,
           running: weightsDoc.running ?? DEFAULT_LOAD_SCORE_WEIGHTS.running,
+          ...(weightsDoc.token_load ? { tokenLoad: weightsDoc.token_load } : {}),
         },
         waitEstimate: { msPerQueuedRequest: wait.ms_per_queued_request, prefillMsPer1kTokens: wait.prefill_ms_per_1k_tokens },
         upstream: {
