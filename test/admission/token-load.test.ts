@@ -42,13 +42,13 @@ test('prefill tokens count until the first byte, streams until their end; /admin
   engine.firstTokenDelayMs = 400;
   engine.chunkEveryMs = 30;
   const client = new OpenAI({ baseURL: `${router.url}/v1`, apiKey: 'sk-test', maxRetries: 0, timeout: 10_000 });
-  const prompt = 'word '.repeat(8000); // ~10,000 tokens at 4 characters a token
+  const prompt = 'word '.repeat(8000); // several thousand tokens, however estimated
   const stream = client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: prompt }], max_tokens: 20, stream: true });
-  await until(async () => (await replicaState()).prefillTokens > 9000, 5000, 'prefill counted');
+  await until(async () => (await replicaState()).prefillTokens > 4000, 5000, 'prefill counted');
   const during = await replicaState();
   assert.equal(during.activeStreams, 1);
   const metrics = await (await fetch(`${router.adminUrl}/metrics`)).text();
-  assert.match(metrics, /switchyard_replica_prefill_tokens\{replica="t0",pool="tiny@v1\/general"\} 1\d{4}/);
+  assert.match(metrics, new RegExp(`switchyard_replica_prefill_tokens\\{replica="t0",pool="tiny@v1/general"\\} ${during.prefillTokens}\n`));
   const chunks = await stream;
   const reader = chunks[Symbol.asyncIterator]();
   await reader.next(); // the first byte is out: prefill over, the stream still open
