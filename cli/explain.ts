@@ -1,8 +1,6 @@
 // `switchyard explain`: where would this request go, and why? Runs the same
 // decide() as the router, on a request file and optional fleet load.
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { parse } from 'yaml';
 import { decisionJson, type Decision } from '../core/decide/decide.ts';
 import { endpointOf, explainCounted } from '../core/decide/explain.ts';
 import { TokenizerService } from '../core/tokens/service.ts';
@@ -12,6 +10,7 @@ import type { Endpoint } from '../core/facts/request-schemas.ts';
 import { EMPTY_FLEET } from '../core/fleet/types.ts';
 import { loadPolicy } from '../core/policy/load.ts';
 import { readFleetFile } from './fleet-file.ts';
+import { readDataFile } from './data-file.ts';
 import { UsageError } from './usage.ts';
 import { formatProblem } from '../core/diagnostics/problem.ts';
 import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
@@ -54,12 +53,7 @@ export async function runExplain(argv: string[]): Promise<number> {
   }
   const snapshot = loaded.snapshot;
 
-  let body: unknown;
-  try {
-    body = parse(readFileSync(values.request === '-' ? 0 : values.request, 'utf8'));
-  } catch (error) {
-    throw new UsageError(`cannot read request file ${values.request}: ${(error as Error).message.split('\n')[0]}`);
-  }
+  const body = readDataFile(values.request, 'request body');
   const headers: Record<string, string> = {};
   for (const h of values.header!) {
     const colon = h.indexOf(':');
@@ -70,7 +64,7 @@ export async function runExplain(argv: string[]): Promise<number> {
   if (!['chat', 'completions', 'embeddings'].includes(endpoint)) throw new UsageError(`--endpoint must be chat, completions or embeddings`);
 
   const now = Date.now();
-  const fleet = values.fleet ? readFleetFile(values.fleet, now) : EMPTY_FLEET;
+  const fleet = values.fleet ? readFleetFile(values.fleet, now, snapshot.replicas.keys()) : EMPTY_FLEET;
   const { decision, facts } = await explainCounted({ body, headers, endpoint }, snapshot, fleet, createEnv({ seed: values.seed, now: () => now }));
   await TokenizerService.shared().close();
 

@@ -1,10 +1,9 @@
 // `explain --fleet FILE`: replica load given by hand, so an explanation is
 // reproducible. The file maps replica ids to their signals.
-import { readFileSync } from 'node:fs';
 import { Ajv } from 'ajv';
-import { parse } from 'yaml';
+import { closest } from '../core/diagnostics/schema-problems.ts';
 import type { FleetView, ReplicaState } from '../core/fleet/types.ts';
-import { UsageError } from './usage.ts';
+import { readDataFile } from './data-file.ts';
 
 const schema = {
   type: 'object',
@@ -41,16 +40,18 @@ interface FleetEntry {
   age_ms?: number;
 }
 
-export function readFleetFile(path: string, now: number): FleetView {
-  let data: unknown;
-  try {
-    data = parse(readFileSync(path, 'utf8'));
-  } catch (error) {
-    throw new UsageError(`cannot read fleet file ${path}: ${(error as Error).message.split('\n')[0]}`);
-  }
+/** `known`: the policy's replica ids; an id the policy does not have is refused (a typo would otherwise be ignored). */
+export function readFleetFile(path: string, now: number, known: Iterable<string>): FleetView {
+  const data = readDataFile(path, 'fleet file');
   if (!validate(data)) {
     const e = validate.errors![0];
-    throw new UsageError(`fleet file ${path}: ${e.instancePath || '(document)'} ${e.message}`);
+    throw new Error(`fleet file ${path}: ${e.instancePath || '(document)'} ${e.message}`);
+  }
+  const ids = [...known];
+  for (const id of Object.keys((data as { replicas: Record<string, unknown> }).replicas)) {
+    if (ids.includes(id)) continue;
+    const hint = closest(id, ids);
+    throw new Error(`fleet file ${path}: replica "${id}" is not in the policy${hint ? ` (did you mean "${hint}"?)` : ''}; its replicas are ${ids.slice(0, 20).join(', ')}${ids.length > 20 ? ', ...' : ''}`);
   }
   const states = new Map<string, ReplicaState>();
   for (const [id, entry] of Object.entries((data as { replicas: Record<string, FleetEntry> }).replicas)) {

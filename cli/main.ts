@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { runExplain } from './explain.ts';
 import { oneLine, UsageError, USAGE } from './usage.ts';
+import { argErrorMessage } from './arg-errors.ts';
 import { runValidate } from './validate.ts';
 
 type Command = (argv: string[]) => Promise<number | void> | number | void;
@@ -43,7 +44,11 @@ export async function main(argv: string[]): Promise<number> {
     const code = await (await load())(rest);
     return typeof code === 'number' ? code : 0;
   } catch (error) {
-    if (error instanceof UsageError || (error as { code?: string })?.code?.startsWith?.('ERR_PARSE_ARGS')) {
+    if ((error as { code?: string })?.code?.startsWith?.('ERR_PARSE_ARGS')) {
+      console.error(`switchyard ${name}: ${argErrorMessage(error as { code: string; message: string }, name)}`);
+      return 2;
+    }
+    if (error instanceof UsageError) {
       console.error(`switchyard ${name}: ${(error as Error).message}`);
       return 2;
     }

@@ -99,7 +99,11 @@ export function closest(name: string, known: readonly string[]): string | undefi
       bestDistance = d;
     }
   }
-  return best;
+  if (best !== undefined || name.length < 3) return best;
+  // A name cut short or run on ("long" for "long-context"): the one known name it begins or ends.
+  const lower = name.toLowerCase();
+  const prefixed = known.filter((candidate) => candidate.toLowerCase().startsWith(lower) || lower.startsWith(candidate.toLowerCase()));
+  return prefixed.length === 1 ? prefixed[0] : undefined;
 }
 
 function editDistance(a: string, b: string): number {

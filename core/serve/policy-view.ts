@@ -9,7 +9,8 @@ const rulesView = (set: RuleSet<string>) => set.rules.map((r) => ({ name: r.name
 export function policyView(snapshot: Snapshot, status: Record<string, unknown> = {}): Record<string, unknown> {
   return {
     generation: snapshot.generation,
-    hash: snapshot.hash,
+    // The hash logs and /admin/state name (policy files, plugins and routing table), when the source keeps one.
+    hash: typeof status.hash === 'string' ? status.hash : snapshot.hash,
     files: snapshot.files,
     status,
     models: [...snapshot.models.values()].map((m) => ({

@@ -40,15 +40,15 @@ test('explain of a rejection gives the status and Retry-After', () => {
   assert.equal(d.action.type, 'trigger_load');
 });
 
-test("explain: a user's mistake is one line and exit 2, no stack trace", () => {
+test("explain: a bad file is one line and exit 1, a usage mistake exit 2 (as the README says), no stack trace", () => {
   const missing = explain('--request', 'nope.json');
-  assert.equal(missing.status, 2);
-  assert.match(missing.stderr, /^switchyard explain: cannot read request file nope\.json: /);
+  assert.equal(missing.status, 1);
+  assert.match(missing.stderr, /^switchyard explain: cannot read request body nope\.json: /);
   assert.doesNotMatch(missing.stderr, /\n\s+at /);
   const badFleet = explain('--request', 'examples/requests/short-question.json', '--fleet', 'policies/models.yaml');
-  assert.equal(badFleet.status, 2);
+  assert.equal(badFleet.status, 1);
   assert.match(badFleet.stderr, /fleet file policies\/models\.yaml: /);
   const unknown = spawnSync(process.execPath, ['bin/switchyard.mjs', 'explain', '--bogus'], { cwd: root, encoding: 'utf8' });
   assert.equal(unknown.status, 2);
-  assert.match(unknown.stderr, /Unknown option '--bogus'/);
+  assert.match(unknown.stderr, /unknown option --bogus; run 'switchyard explain --help' for its options/);
 });
