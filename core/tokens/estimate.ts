@@ -25,18 +25,17 @@ const enum Kind {
   Symbol,
 }
 
-/** Tokens per character of each class (runs of letters and digits are charged by length instead). */
-const PER_CHAR: Record<number, number> = {
-  [Kind.Ideograph]: 0.85,
-  [Kind.Kana]: 0.75,
-  [Kind.Hangul]: 0.9,
-  [Kind.Thai]: 0.56,
-  [Kind.OtherLetter]: 0.45,
-  [Kind.Astral]: 1,
-  [Kind.Symbol]: 1,
-};
+/** Tokens per character of each class; 0: charged per run instead (letters, digits, punctuation, spaces). */
+const PER_CHAR = new Float64Array(12);
+PER_CHAR[Kind.Ideograph] = 0.85;
+PER_CHAR[Kind.Kana] = 0.75;
+PER_CHAR[Kind.Hangul] = 0.9;
+PER_CHAR[Kind.Thai] = 0.56;
+PER_CHAR[Kind.OtherLetter] = 0.45;
+PER_CHAR[Kind.Astral] = 1;
+PER_CHAR[Kind.Symbol] = 1;
 
-function kindOf(c: number): Kind {
+function slowKindOf(c: number): Kind {
   if (c < 128) {
     if (c === 32 || c === 9) return Kind.Space;
     if (c === 10 || c === 13) return Kind.Newline;
@@ -57,6 +56,19 @@ function kindOf(c: number): Kind {
   return Kind.Symbol;
 }
 
+/** Every UTF-16 code unit's class, looked up: the walk is one table read a character. */
+const KINDS = new Uint8Array(65536);
+for (let c = 0; c < 65536; c++) KINDS[c] = slowKindOf(c);
+
+/** Tokens of a run of `run` characters of a run-charged class. */
+function runTokens(kind: number, run: number, latinCharsPerToken: number, wordRate: number): number {
+  if (kind === Kind.Letter) return 1 + Math.floor(Math.max(0, run - wordRate) / latinCharsPerToken + 0.5);
+  if (kind === Kind.Digit || kind === Kind.Punct) return Math.ceil(run / 2); // Llama groups 3 digits, Qwen reads each; `);`, `=>`, `",` are often one token
+  if (kind === Kind.Space) return run > 1 ? 1 : 0; // one space rides with the next word; indentation is a token
+  if (kind === Kind.Newline) return 1;
+  return 0;
+}
+
 /**
  * Estimated tokens of `text`. `latinCharsPerToken` (settings
  * `chars_per_token`, 4 by default) is the rate for words in Latin script;
@@ -68,32 +80,25 @@ export function estimateTokens(text: string, latinCharsPerToken = 4): number {
   const wordRate = latinCharsPerToken * 1.5;
   let tokens = 0;
   let run = 0;
-  let runKind = Kind.Space;
-  const flush = () => {
-    if (run === 0) return;
-    if (runKind === Kind.Letter) tokens += 1 + Math.floor(Math.max(0, run - wordRate) / latinCharsPerToken + 0.5);
-    else if (runKind === Kind.Digit) tokens += Math.ceil(run / 2); // Llama groups 3 digits, Qwen reads each
-    else if (runKind === Kind.Punct) tokens += Math.ceil(run / 2); // `);`, `=>`, `",` are often one token
-    else if (runKind === Kind.Space) tokens += run > 1 ? 1 : 0; // one space rides with the next word; indentation is a token
-    else if (runKind === Kind.Newline) tokens += 1;
-    run = 0;
-  };
+  let runKind = -1;
   for (let i = 0; i < text.length; i++) {
-    const kind = kindOf(text.charCodeAt(i));
-    const perChar = PER_CHAR[kind];
-    if (perChar !== undefined) {
-      flush();
-      tokens += perChar;
-      runKind = kind;
+    const kind = KINDS[text.charCodeAt(i)];
+    if (kind === runKind) {
+      run++;
       continue;
     }
-    if (kind !== runKind) {
-      flush();
+    if (run > 0) tokens += runTokens(runKind, run, latinCharsPerToken, wordRate);
+    const perChar = PER_CHAR[kind];
+    if (perChar > 0) {
+      tokens += perChar;
+      run = 0;
+      runKind = -1;
+    } else {
+      run = 1;
       runKind = kind;
     }
-    run++;
   }
-  flush();
+  if (run > 0) tokens += runTokens(runKind, run, latinCharsPerToken, wordRate);
   return Math.ceil(tokens);
 }
 

