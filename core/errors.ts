@@ -15,6 +15,7 @@ export const REJECTIONS = {
   expectation_failed: { status: 417, type: 'invalid_request_error' },
   headers_too_large: { status: 431, type: 'invalid_request_error' },
   quota_exceeded: { status: 429, type: 'rate_limit_error' },
+  too_many_large_bodies: { status: 429, type: 'rate_limit_error' },
   quota_unavailable: { status: 503, type: 'service_unavailable_error' },
   model_cold: { status: 503, type: 'service_unavailable_error' },
   no_healthy_replica: { status: 503, type: 'service_unavailable_error' },

@@ -187,6 +187,14 @@ export interface RouterSettings {
   readonly maxConnections: number;
   /** A client that reads nothing of its response for this long loses it, and the engine request is aborted. */
   readonly sendTimeoutMs: number;
+  /** Floods (docs/reliability.md): open connections per client address, unanswered requests per connection, requests per second per connection. */
+  readonly maxConnectionsPerClient: number;
+  readonly maxPipelinedRequests: number;
+  readonly maxRequestsPerConnectionPerSecond: number;
+  /** Bodies larger than largeBodyBytes being received at once, per client address and per tenant. */
+  readonly largeBodyBytes: number;
+  readonly maxLargeBodiesPerClient: number;
+  readonly maxLargeBodiesPerTenant: number;
   /** Absolute paths. */
   readonly pluginDirs: readonly string[];
   /** Derived from charsPerToken when compiled. */

@@ -40,7 +40,7 @@ const MAX_DISCARD_BYTES = 64 * 1024 * 1024;
 const REFUSAL_LINES_PER_SECOND = 20;
 
 /** A per-second budget of log lines; what it drops is counted in the next line that goes out. */
-class LogBudget {
+export class LogBudget {
   private windowStart = 0;
   private used = 0;
   private dropped = 0;
@@ -72,10 +72,11 @@ function logRefusal(log: FastifyBaseLogger, budget: LogBudget, fields: Record<st
 
 const pathOf = (url: string) => url.split('?')[0].slice(0, 200);
 
-export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+/** `logged`: the caller writes the refusal's line itself (refusals.ts, for the API routes). */
+export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply, logged = false): void {
   const r = toRejection(error, request.routeOptions?.bodyLimit);
   if (r.status >= 500) request.log.error({ err: error }, 'unhandled error');
-  else logRefusal(request.log, budgets.request, { status: r.status, reject: r.code, method: request.method, path: pathOf(request.url), detail: r.message.slice(0, 200) }, 'refused before routing');
+  else if (!logged) logRefusal(request.log, budgets.request, { status: r.status, reject: r.code, method: request.method, path: pathOf(request.url), detail: r.message.slice(0, 200) }, 'refused before routing');
   if (r.status === 413) {
     // The client may still be uploading: read (and drop) a bounded amount so it gets to read this answer, then close.
     reply.header('connection', 'close');

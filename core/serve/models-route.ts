@@ -45,12 +45,24 @@ export function listModels(snapshot: Snapshot, tenant: Tenant): ModelCard[] {
   return cards;
 }
 
+/**
+ * The list, serialized once per tenant and policy snapshot: a flood of
+ * GET /v1/models costs a map lookup each, not a list and a JSON.stringify.
+ */
 export function modelsHandler(current: () => Snapshot) {
+  let cachedFor: Snapshot | undefined;
+  const cache = new Map<string, string>();
   return async (request: FastifyRequest, reply: FastifyReply) => {
     const snapshot = current();
     const key = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '')?.[1];
     const tenant = resolveTenant(snapshot, key === undefined ? undefined : sha256Hex(key));
     if ('code' in tenant) return reply.code(tenant.status).headers(rejectionHeaders(tenant, request.id)).send(errorBody(tenant));
-    return { object: 'list', data: listModels(snapshot, tenant) };
+    if (cachedFor !== snapshot) {
+      cachedFor = snapshot;
+      cache.clear();
+    }
+    let text = cache.get(tenant.id);
+    if (text === undefined) cache.set(tenant.id, (text = JSON.stringify({ object: 'list', data: listModels(snapshot, tenant) })));
+    return reply.type('application/json; charset=utf-8').send(text);
   };
 }

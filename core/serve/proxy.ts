@@ -19,6 +19,7 @@ import { countShed } from './count-shed.ts';
 import type { RequestTrace, UpstreamAttemptTrace } from '../observe/tracing.ts';
 import type { Pool, ReplicaSpec, Snapshot } from '../policy/snapshot.ts';
 import type { ColdLoads } from './cold-loads.ts';
+import { apiKeyHashOf } from './early-admission.ts';
 import { attempt, type AttemptResult, type Waiting } from './forward.ts';
 import { writeRejection } from './rejections.ts';
 import { countRejection } from './refusals.ts';
@@ -106,7 +107,7 @@ async function route(
   const res = reply.raw;
   const t0 = performance.now();
   const traced = deps.startTrace?.(endpoint, path, request.headers, { 'switchyard.request_id': request.id });
-  const facts = await countedFacts(requestFacts({ requestId: request.id, endpoint, headers: request.headers, body: request.body }, { estimator: snapshot.settings.estimator, bodyValidated: true }), request, snapshot, metrics);
+  const facts = await countedFacts(requestFacts({ requestId: request.id, endpoint, headers: request.headers, body: request.body, apiKeyHash: apiKeyHashOf(request) }, { estimator: snapshot.settings.estimator, bodyValidated: true }), request, snapshot, metrics);
   // A shared quota store may need one bounded round trip first (docs/quotas.md);
   // decide() then checks synchronously. The wait is not decision time.
   let waitedMs = 0;

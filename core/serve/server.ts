@@ -15,11 +15,13 @@ import { checkAdminOptions, startAdminListener, type AdminListenerOptions } from
 import { registerProbeRoutes, type AdminHooks } from './admin-routes.ts';
 import { registerExplorerRoutes } from './explorer-routes.ts';
 import { ColdLoads } from './cold-loads.ts';
-import { clientErrorHandler, errorHandler, frameworkErrors, notFoundHandler, toRejection } from './http-errors.ts';
+import { clientErrorHandler, errorHandler, frameworkErrors, LogBudget, notFoundHandler, toRejection } from './http-errors.ts';
 import { recordRefusal } from './refusals.ts';
 import { metricsMovedHandler } from './metrics-moved.ts';
 import { Waiting } from './forward.ts';
 import { registerJsonParser } from './json-body.ts';
+import { installConnectionGate } from './connection-gate.ts';
+import { earlyAdmission } from './early-admission.ts';
 import { writeRejection } from './rejections.ts';
 import { rejection } from '../errors.ts';
 import { modelsHandler } from './models-route.ts';
@@ -80,7 +82,7 @@ export interface RouterOptions {
 /** What a client connection may send and hold: settings.yaml, read when serve starts (docs/reliability.md). */
 export type ClientLimits = Pick<
   RouterSettings,
-  'bodyLimitBytes' | 'maxHeaderBytes' | 'maxJsonDepth' | 'maxJsonValues' | 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxConnections' | 'sendTimeoutMs'
+  'bodyLimitBytes' | 'maxHeaderBytes' | 'maxJsonDepth' | 'maxJsonValues' | 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxConnections' | 'sendTimeoutMs' | 'maxConnectionsPerClient' | 'maxPipelinedRequests' | 'maxRequestsPerConnectionPerSecond' | 'largeBodyBytes' | 'maxLargeBodiesPerClient' | 'maxLargeBodiesPerTenant'
 >;
 
 export interface Router {
@@ -166,13 +168,22 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     ajv: { customOptions: { coerceTypes: false, useDefaults: false, removeAdditional: false, allErrors: false, allowUnionTypes: true } },
   });
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    errorHandler(error, request, reply);
+    const api = request.routeOptions?.url?.startsWith('/v1/') === true;
+    errorHandler(error, request, reply, api);
     // A request refused before its route ran still leaves a log line, a metric and a decision record.
-    if (reply.statusCode < 500 && request.routeOptions?.url?.startsWith('/v1/')) recordRefusal({ metrics, decisions }, request, toRejection(error, request.routeOptions.bodyLimit));
+    if (reply.statusCode < 500 && api) recordRefusal({ metrics, decisions }, request, toRejection(error, request.routeOptions.bodyLimit));
   });
   registerJsonParser(app, { maxDepth: limits.maxJsonDepth, maxValues: limits.maxJsonValues });
   // Connections past the cap are closed as they arrive, before any byte is read.
   app.server.maxConnections = limits.maxConnections;
+  // ...and so are those past one client's share, pipelining depth or request rate (docs/reliability.md, "Floods").
+  const gateLog = new LogBudget();
+  installConnectionGate(app.server, limits, {
+    closed: (bound, remoteAddress) => {
+      const dropped = gateLog.take();
+      if (dropped !== undefined) app?.log.warn({ bound, remoteAddress, ...(dropped ? { linesDropped: dropped } : {}) }, 'client connection closed: over a flood bound');
+    },
+  });
   // node answers an Expect it does not know with a bare 417: give it the OpenAI shape.
   app.server.on('checkExpectation', (_request, response) => {
     writeRejection(response, rejection('expectation_failed', 'Only "Expect: 100-continue" is supported.'), 'none');
@@ -217,9 +228,17 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     startTrace: options.tracer ? await requestTraces(options.tracer) : undefined,
     observers,
   };
-  app.post('/v1/chat/completions', { schema: { body: BODY_SCHEMAS.chat } }, proxyHandler(deps, 'chat', '/v1/chat/completions'));
-  app.post('/v1/completions', { schema: { body: BODY_SCHEMAS.completions } }, proxyHandler(deps, 'completions', '/v1/completions'));
-  app.post('/v1/embeddings', { schema: { body: BODY_SCHEMAS.embeddings } }, proxyHandler(deps, 'embeddings', '/v1/embeddings'));
+  // The key and the large-body bounds are checked on the head, before the body is read (early-admission.ts).
+  // Recorded like any refusal, but a flood of bad keys is not a flood of log lines and decision records.
+  const earlyLog = new LogBudget();
+  const early = earlyAdmission(() => options.policy.current(), limits, (request, r) => {
+    if (earlyLog.take() !== undefined) return recordRefusal({ metrics, decisions }, request, r);
+    metrics.rejections.inc({ reason: r.code });
+    metrics.requests.inc({ model: 'unknown', pool: 'none', outcome: 'rejected' });
+  });
+  app.post('/v1/chat/completions', { onRequest: early, schema: { body: BODY_SCHEMAS.chat } }, proxyHandler(deps, 'chat', '/v1/chat/completions'));
+  app.post('/v1/completions', { onRequest: early, schema: { body: BODY_SCHEMAS.completions } }, proxyHandler(deps, 'completions', '/v1/completions'));
+  app.post('/v1/embeddings', { onRequest: early, schema: { body: BODY_SCHEMAS.embeddings } }, proxyHandler(deps, 'embeddings', '/v1/embeddings'));
   app.get('/v1/models', modelsHandler(() => options.policy.current()));
 
   let closing = false;

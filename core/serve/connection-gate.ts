@@ -1,0 +1,82 @@
+// What one client may hold of the public listener, judged before fastify
+// sees a request (docs/reliability.md, "Floods"): connections per client
+// address (the global cap alone lets one client take every slot), requests
+// waiting on one connection (HTTP/1.1 pipelining: node parses a whole buffer
+// of pipelined requests in one go), and requests per second on one
+// connection. Past a bound the connection is closed: a client that floods
+// one connection has no answer it is waiting for that it could use.
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+
+export interface ConnectionBounds {
+  /** Open connections from one client address at most. */
+  readonly maxConnectionsPerClient: number;
+  /** Requests received on one connection and not yet answered, at most. */
+  readonly maxPipelinedRequests: number;
+  /** Requests per second on one connection (a token bucket holding one second's worth). */
+  readonly maxRequestsPerConnectionPerSecond: number;
+}
+
+export interface GateEvents {
+  /** A connection was closed for a bound: `bound` names it. At most once per connection. */
+  closed(bound: 'connections_per_client' | 'pipelined_requests' | 'request_rate', remoteAddress: string | undefined): void;
+}
+
+interface ConnectionState {
+  pending: number;
+  tokens: number;
+  refilledAt: number;
+}
+
+const STATE = Symbol('switchyard.connection');
+
+/**
+ * Installs the gate on `server`: counts connections per address as they are
+ * accepted, and wraps the server's request listeners (fastify's) so that a
+ * request over a bound never reaches them.
+ */
+export function installConnectionGate(server: Server, bounds: ConnectionBounds, events: GateEvents): void {
+  const perAddress = new Map<string, number>();
+  server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress ?? '';
+    const open = (perAddress.get(address) ?? 0) + 1;
+    if (open > bounds.maxConnectionsPerClient) {
+      events.closed('connections_per_client', socket.remoteAddress);
+      socket.destroy();
+      return;
+    }
+    perAddress.set(address, open);
+    (socket as Socket & { [STATE]?: ConnectionState })[STATE] = { pending: 0, tokens: bounds.maxRequestsPerConnectionPerSecond, refilledAt: performance.now() };
+    socket.once('close', () => {
+      const left = (perAddress.get(address) ?? 1) - 1;
+      if (left <= 0) perAddress.delete(address);
+      else perAddress.set(address, left);
+    });
+  });
+
+  const handlers = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
+  server.removeAllListeners('request');
+  const rate = bounds.maxRequestsPerConnectionPerSecond;
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket as Socket & { [STATE]?: ConnectionState };
+    const state = socket[STATE];
+    if (socket.destroyed) return; // closed by the gate while node still parses its buffer
+    if (state) {
+      const now = performance.now();
+      state.tokens = Math.min(rate, state.tokens + ((now - state.refilledAt) * rate) / 1000);
+      state.refilledAt = now;
+      let bound: 'pipelined_requests' | 'request_rate' | undefined;
+      if (state.pending >= bounds.maxPipelinedRequests) bound = 'pipelined_requests';
+      else if (state.tokens < 1) bound = 'request_rate';
+      if (bound) {
+        events.closed(bound, socket.remoteAddress);
+        socket.destroy();
+        return;
+      }
+      state.tokens -= 1;
+      state.pending++;
+      res.once('close', () => state.pending--);
+    }
+    for (const handler of handlers) handler.call(server, req, res);
+  });
+}
