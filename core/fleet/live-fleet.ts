@@ -9,7 +9,6 @@ import { ENGINE_METRIC_NAMES, extractSignals, hasLoadSignals } from './engine-si
 import type { CheckOutcome, HealthChange } from './health.ts';
 import type { Ejection, OutlierSettings, UpstreamOutcome } from './outlier.ts';
 import { PollLoop } from './poll-loop.ts';
-import { parsePrometheusText } from './prometheus-text.ts';
 import { ReplicaClient } from './replica-client.ts';
 import type { FleetView, ReplicaState } from './types.ts';
 import { WatchedReplica, type ReplicaReport, type ReplicaTarget } from './watched-replica.ts';
@@ -240,10 +239,10 @@ export class LiveFleet implements FleetView {
     const startedAt = this.settings.now();
     let error: string;
     try {
-      const answer = await client.get(METRICS_PATH, signal);
-      if (answer.status === 200) {
-        const names = ENGINE_METRIC_NAMES[engine];
-        const page = parsePrometheusText(answer.body, { keep: (name) => names.has(name) });
+      const names = ENGINE_METRIC_NAMES[engine];
+      const answer = await client.getMetrics(METRICS_PATH, signal, { keep: (name) => names.has(name) });
+      if (answer.page) {
+        const page = answer.page;
         const signals = extractSignals(engine, page.samples);
         if (hasLoadSignals(signals)) {
           const ended = replica.recordScrape(signals, startedAt, page.skipped);

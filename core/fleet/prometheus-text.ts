@@ -51,6 +51,15 @@ export function parsePrometheusText(text: string, options: ParseOptions = {}): P
     let end = text.indexOf('\n', start);
     if (end === -1) end = text.length;
     lineNumber++;
+    // A series the caller does not keep is skipped on its name alone, the line never copied:
+    // a large page is mostly histogram buckets nobody reads.
+    if (keep !== undefined) {
+      const nameEnd = scanName(text, start);
+      if (nameEnd > start && nameEnd < end && !keep(text.slice(start, nameEnd))) {
+        start = end + 1;
+        continue;
+      }
+    }
     // CRLF pages: the \r belongs to the line ending, not to the value.
     let lineEnd = end;
     if (lineEnd > start && text.charCodeAt(lineEnd - 1) === 13) lineEnd--;
