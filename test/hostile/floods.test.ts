@@ -66,6 +66,14 @@ test('200 pipelined requests on one connection: it is closed past the depth, hav
     const { statuses, closed } = await seen;
     assert.ok(closed, 'closed');
     assert.ok(statuses.length <= 16 + 1, `${statuses.length} answered`);
+    // Another client is served at once; this one's new connections are closed for a moment, then served again.
+    const other = await socketFrom(t.url, '127.0.0.2');
+    const answer = statusesUntilClose(other, 5000);
+    other.write(`GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+    assert.deepEqual((await answer).statuses, [200]);
+    const penalized = await openSocket(t.url);
+    assert.ok((await statusesUntilClose(penalized, 2000)).closed, 'closed at once while penalized');
+    await new Promise((resolve) => setTimeout(resolve, 2100));
     const after = await rawExchange(t.url, `GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
     assert.equal(after.status, 200);
   } finally {
