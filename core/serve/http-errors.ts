@@ -72,11 +72,10 @@ function logRefusal(log: FastifyBaseLogger, budget: LogBudget, fields: Record<st
 
 const pathOf = (url: string) => url.split('?')[0].slice(0, 200);
 
-/** `logged`: the caller writes the refusal's line itself (refusals.ts, for the API routes). */
-export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply, logged = false): void {
+export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const r = toRejection(error, request.routeOptions?.bodyLimit);
   if (r.status >= 500) request.log.error({ err: error }, 'unhandled error');
-  else if (!logged) logRefusal(request.log, budgets.request, { status: r.status, reject: r.code, method: request.method, path: pathOf(request.url), detail: r.message.slice(0, 200) }, 'refused before routing');
+  else logRefusal(request.log, budgets.request, { status: r.status, reject: r.code, method: request.method, path: pathOf(request.url), detail: r.message.slice(0, 200) }, 'refused before routing');
   if (r.status === 413) {
     // The client may still be uploading: read (and drop) a bounded amount so it gets to read this answer, then close.
     reply.header('connection', 'close');

@@ -169,7 +169,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   });
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const api = request.routeOptions?.url?.startsWith('/v1/') === true;
-    errorHandler(error, request, reply, api);
+    errorHandler(error, request, reply);
     // A request refused before its route ran still leaves a log line, a metric and a decision record.
     if (reply.statusCode < 500 && api) recordRefusal({ metrics, decisions }, request, toRejection(error, request.routeOptions.bodyLimit));
   });
@@ -232,9 +232,14 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   // Recorded like any refusal, but a flood of bad keys is not a flood of log lines and decision records.
   const earlyLog = new LogBudget();
   const early = earlyAdmission(() => options.policy.current(), limits, (request, r) => {
-    if (earlyLog.take() !== undefined) return recordRefusal({ metrics, decisions }, request, r);
-    metrics.rejections.inc({ reason: r.code });
-    metrics.requests.inc({ model: 'unknown', pool: 'none', outcome: 'rejected' });
+    const dropped = earlyLog.take();
+    if (dropped === undefined) {
+      metrics.rejections.inc({ reason: r.code });
+      metrics.requests.inc({ model: 'unknown', pool: 'none', outcome: 'rejected' });
+      return;
+    }
+    recordRefusal({ metrics, decisions }, request, r);
+    request.log.info({ status: r.status, reject: r.code, reason: r.message.slice(0, 300), ...(dropped ? { linesDropped: dropped } : {}) }, 'rejected');
   });
   app.post('/v1/chat/completions', { onRequest: early, schema: { body: BODY_SCHEMAS.chat } }, proxyHandler(deps, 'chat', '/v1/chat/completions'));
   app.post('/v1/completions', { onRequest: early, schema: { body: BODY_SCHEMAS.completions } }, proxyHandler(deps, 'completions', '/v1/completions'));

@@ -127,7 +127,7 @@ test('an unknown API key with a 4 MB body is refused on the head, before the bod
     const chat = JSON.stringify({ model: 'tiny', max_tokens: 1, messages: [{ role: 'user', content: 'hi there' }] });
     const ok = await rawExchange(t.url, `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer ${TEST_KEY}\r\nConnection: close\r\nContent-Length: ${chat.length}\r\n\r\n${chat}`);
     assert.equal(ok.status, 200, ok.body);
-    const metrics = await (await fetch(`${t.url}/metrics`)).text();
+    const metrics = await (await fetch(`${t.adminUrl}/metrics`)).text();
     assert.match(metrics, /switchyard_rejections_total\{reason="invalid_api_key"\} 2/);
   } finally {
     await t.close();

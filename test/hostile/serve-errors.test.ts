@@ -77,11 +77,12 @@ test('refused before routing (a schema 400, a 404, an HTTP parse error): each wr
     assert.equal(parse.status, 400);
     const logged = (message: string) => lines.filter((l) => l.msg === message);
     await new Promise((resolve) => setTimeout(resolve, 50)); // pino writes asynchronously
-    const refused = logged('rejected');
+    const refused = logged('refused before routing');
     assert.equal(refused.length, 2, JSON.stringify(lines));
     assert.equal(refused[0].status, 400);
-    assert.match(String(refused[0].reason), /messages/);
-    assert.match(String(refused[1].reason), /not valid JSON/);
+    assert.equal(refused[0].path, '/v1/chat/completions');
+    assert.match(String(refused[0].detail), /messages/);
+    assert.match(String(refused[1].detail), /not valid JSON/);
     const missing = logged('no such route');
     assert.equal(missing.length, 1);
     assert.equal(missing[0].path, '/v1/nope', 'the query string is not logged');
