@@ -78,3 +78,42 @@ test('the explorer: a decision found by the name the client sent, UTC times, the
   assert.equal(refused.length, 1, rows.join('\n'));
   assert.match(refused[0], /tenants\.yaml/);
 });
+
+test('the explorer at 1400 and 420 px: no page scrolls sideways, and every column of a decision and of a replica is on screen', { timeout: 120_000 }, async (t) => {
+  assert.ok(CHROMIUM, 'chromium is not installed: scripts/install-test-tools.sh installs it');
+  const router = await startTestRouter({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': tinyPool({ replicas: 3 }) });
+  const browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'] });
+  t.after(async () => {
+    await browser.close();
+    await router.close();
+  });
+  for (let i = 0; i < 4; i++) {
+    const response = await fetch(`${router.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': `layout-${i}` }, body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 }) });
+    await response.arrayBuffer();
+  }
+  for (const width of [1400, 420]) {
+    const page = await browser.newPage();
+    await page.setViewport({ width, height: 900 });
+    await page.goto(`${router.adminUrl}/admin/explorer`);
+    await page.waitForFunction(() => document.querySelectorAll('#decisions tbody tr').length >= 4, { timeout: 20_000 });
+    /** Cells of the first row of `selector` that are cut off or squeezed, and whether the page scrolls sideways. */
+    const layout = (selector: string) =>
+      page.$eval(selector, (tableElement) => {
+        const row = (tableElement as HTMLTableElement).tBodies[0].rows[0];
+        const hidden = [...row.cells].filter((td) => {
+          const box = td.getBoundingClientRect();
+          return box.width < 24 || box.left < 0 || box.right > window.innerWidth + 1;
+        }).map((td, i) => td.getAttribute('data-label') ?? String(i));
+        return { hidden, sideways: document.documentElement.scrollWidth > window.innerWidth + 1 };
+      });
+    assert.deepEqual(await layout('#decisions'), { hidden: [], sideways: false }, `Decisions at ${width} px`);
+    await page.click('#tab-fleet');
+    await page.waitForFunction(() => document.querySelectorAll('#fleet tbody tr').length === 3, { timeout: 10_000 });
+    assert.deepEqual(await layout('#fleet'), { hidden: [], sideways: false }, `Fleet at ${width} px`);
+    await page.click('#tab-policy');
+    await page.waitForSelector('#policy-pools tbody tr', { timeout: 10_000 });
+    assert.deepEqual(await layout('#policy-pools'), { hidden: [], sideways: false }, `Policy at ${width} px`);
+    await page.screenshot({ path: join(SHOTS, `layout-${width}.png`), fullPage: true });
+    await page.close();
+  }
+});
