@@ -9,6 +9,8 @@ export const REJECTIONS = {
   adapter_not_allowed: { status: 403, type: 'permission_error' },
   model_not_found: { status: 404, type: 'not_found_error' },
   route_not_found: { status: 404, type: 'not_found_error' },
+  // vLLM's answer for a previous_response_id it does not hold.
+  response_not_found: { status: 404, type: 'invalid_request_error' },
   request_timeout: { status: 408, type: 'invalid_request_error' },
   payload_too_large: { status: 413, type: 'invalid_request_error' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error' },

@@ -16,7 +16,7 @@ import { chooseModel } from './model.ts';
 import { choosePool } from './pool.ts';
 import { priorityClass, resolvePriority } from './priority.ts';
 import { shed, type ShedVerdict } from './shed.ts';
-import { chooseReplica } from './replica.ts';
+import { chooseReplica, type ReplicaChoice } from './replica.ts';
 import type { DecisionTrace, StepTrace, TraceAlternative } from './trace.ts';
 
 export { decisionJson, type Admitted, type Decision, type Rejected } from './decision.ts';
@@ -35,6 +35,13 @@ export interface DecideOptions {
   readonly pickBudgetMs?: number;
   /** The request's id when `facts` is a rejection (a header the request check refused), so the decision is kept under it. */
   readonly requestId?: string;
+  /**
+   * The replica the request must go to (a Responses API follow-up: the engine
+   * holding the previous response). Its pool is the one serving it; when it
+   * takes no requests, the request is rejected as the engine would answer an
+   * id it does not hold (404).
+   */
+  readonly pinnedReplica?: { readonly id: string; readonly notFound: Rejection };
 }
 
 export function decide(
@@ -100,6 +107,14 @@ export function decide(
   trace.pool = poolStep.trace;
   if ('rejected' in poolStep) return rejected(requestId, poolStep.rejected, trace, tenant, undefined, { model: model.id, version: version.version });
   let pool = poolStep.pool;
+  const pinned = options.pinnedReplica;
+  if (pinned && !pool.replicas.some((r) => r.id === pinned.id)) {
+    // The stored response lives in another pool of this model version: it goes there.
+    const home = snapshot.poolsOfVersion.get(version)?.find((p) => p.replicas.some((r) => r.id === pinned.id));
+    if (!home) return rejected(requestId, pinned.notFound, trace, tenant, { decidedBy: 'stored response', reason: `replica ${pinned.id} serves no pool of ${model.id}@${version.version}` }, { model: model.id, version: version.version });
+    pool = home;
+    trace.pool = { decidedBy: 'stored response', reason: `pool ${home.name} holds replica ${pinned.id}, which stored the previous response` };
+  }
   const chosen = { model: model.id, version: version.version, adapter, canary: version.canary, pool: pool.name, priority: level };
 
   // 3. Which replica. A pool that would refuse for capacity, or shed this
@@ -107,7 +122,17 @@ export function decide(
   const now = env.now();
   let candidateSet: CandidateSet;
   let verdict: ShedVerdict | undefined;
-  for (let hops = 0; ; hops++) {
+  let pinnedHome: ReplicaChoice['replica'] | undefined;
+  if (pinned) {
+    // A follow-up goes to the one engine holding its previous response, whatever its checks say: only a
+    // replica gone from the policy, or one that already failed this request, cannot take it. No overflow, no shedding.
+    candidateSet = buildCandidates(pool, fleet, now, snapshot.settings.maxStalenessMs, options.excludeReplicas);
+    pinnedHome = candidateSet.candidates.find((c) => c.id === pinned.id) ?? (options.excludeReplicas?.has(pinned.id) ? undefined : standIn(pool, pinned.id));
+    if (!pinnedHome) {
+      trace.replica = { decidedBy: 'stored response', reason: `replica ${pinned.id} stored the previous response and cannot take it now`, alternatives: candidateSet.excluded };
+      return rejected(requestId, pinned.notFound, trace, tenant, undefined, chosen);
+    }
+  } else for (let hops = 0; ; hops++) {
     candidateSet = buildCandidates(pool, fleet, now, snapshot.settings.maxStalenessMs, options.excludeReplicas);
     const { candidates, excluded } = candidateSet;
     if (candidates.length === 0) {
@@ -134,7 +159,12 @@ export function decide(
   }
   const routed = new Routed(facts, snapshot.settings, chosen, tenant.id, priority, maxTokens, options.blockHashes);
   const budgetMs = options.pickBudgetMs ?? 1;
-  const replicaStep = chooseReplica(routed, pool, candidateSet, budgetMs, env.clock);
+  let replicaStep;
+  if (pinnedHome) {
+    replicaStep = pinnedChoice(pinnedHome);
+  } else {
+    replicaStep = chooseReplica(routed, pool, candidateSet, budgetMs, env.clock);
+  }
   trace.replica = replicaStep.trace;
   const replica = replicaStep.replica;
   const chain = replicaStep.run;
@@ -190,6 +220,20 @@ export function decide(
 }
 
 const NO_OPTIONS: DecideOptions = Object.freeze({});
+const NO_PICKS: ReplicaChoice['run'] = Object.freeze({ budgetMs: Infinity, pickMs: Object.freeze([]) as readonly number[], incidents: Object.freeze([]) as ReplicaChoice['run']['incidents'] });
+
+/** A pinned replica its checks exclude (failing, ejected, draining): a candidate with no signals, sent to anyway. */
+function standIn(pool: Pool, id: string): ReplicaChoice['replica'] | undefined {
+  const spec = pool.replicas.find((r) => r.id === id);
+  if (!spec) return undefined;
+  const signals = { kvUsage: 0, queueDepth: 0, running: 0, inFlight: 0, loadedAdapters: spec.adapters, ageMs: Infinity, stale: true };
+  return { id: spec.id, url: spec.url, engine: spec.engine, saturated: false, signals, capacity: spec.capacity };
+}
+
+/** The replica of a pinned request: no strategy is asked, there is one right answer. */
+function pinnedChoice(replica: ReplicaChoice['replica']): ReplicaChoice {
+  return { replica, strategy: 'stored-response', trace: { decidedBy: 'stored response', reason: 'it holds the response named by previous_response_id' }, run: NO_PICKS };
+}
 
 /** Overflow hops followed at most; compiled policies have no loops, this only bounds the walk. */
 const MAX_OVERFLOW_HOPS = 8;

@@ -6,6 +6,8 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import { parsePriorityHeader } from '../decide/priority.ts';
 import { rejection, type Rejection } from '../errors.ts';
 import { CODE_SCAN_CHARS, looksLikeCode } from './code.ts';
+import { conversationFrom, DEFAULT_CONVERSATION_HEADERS } from './conversation.ts';
+import { endpointPrompt } from './endpoint-prompts.ts';
 import { messageContents, renderMessages, renderPrompt } from './prompt.ts';
 import { BODY_SCHEMAS, type Endpoint } from './request-schemas.ts';
 import { characterClassEstimator } from '../tokens/estimate.ts';
@@ -56,12 +58,16 @@ export interface RequestInput {
   readonly apiKeyHash?: string;
   /** The prompt's exact token count when the sender knows it (the simulator's workload), instead of the estimate. */
   readonly promptTokens?: number;
+  /** The conversation when the body itself names it (a Responses API chain), if no header does. */
+  readonly conversationId?: string;
 }
 
 export interface FactsOptions {
   readonly estimator?: TokenEstimator;
   /** The body was already checked against BODY_SCHEMAS (by fastify): skip the second check. */
   readonly bodyValidated?: boolean;
+  /** Headers naming a conversation, first present wins (settings conversation_headers). */
+  readonly conversationHeaders?: readonly string[];
 }
 
 const ajv = new Ajv({ allErrors: false, strict: false });
@@ -140,20 +146,28 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
       return rejection('invalid_request', `x-deadline-ms must be a whole number of milliseconds from 1 to ${MAX_DEADLINE_MS}, not "${quoted(deadlineHeader)}".`, { param: 'x-deadline-ms' });
     }
   }
-  const conversationId = header(input.headers, 'x-conversation-id') || undefined;
+  const conversation = conversationFrom(input.headers, options.conversationHeaders ?? DEFAULT_CONVERSATION_HEADERS);
   // Strategies keep conversation ids in their tables: a bounded key keeps those bounded.
-  if (conversationId !== undefined && conversationId.length > MAX_CONVERSATION_ID_CHARS) {
-    return rejection('invalid_request', `x-conversation-id must be at most ${MAX_CONVERSATION_ID_CHARS} characters.`, { param: 'x-conversation-id' });
+  if (conversation !== undefined && conversation.value.length > MAX_CONVERSATION_ID_CHARS) {
+    return rejection('invalid_request', `${conversation.header} must be at most ${MAX_CONVERSATION_ID_CHARS} characters.`, { param: conversation.header });
   }
+  const conversationId = conversation?.value ?? input.conversationId;
 
   let promptText: string;
   let messageCount = 1;
   let extraTokens = 0;
   let tokenIds: { ids?: Uint32Array; count: number } | undefined;
-  if (input.endpoint === 'chat') {
+  let endpointMaxTokens: number | undefined;
+  if (input.endpoint === 'chat' || (input.endpoint === 'embeddings' && Array.isArray(body.messages))) {
     const messages = body.messages as { role: string; content?: unknown }[];
     promptText = renderMessages(messages);
     messageCount = messages.length;
+  } else if (input.endpoint !== 'completions' && input.endpoint !== 'embeddings') {
+    const prompt = endpointPrompt(input.endpoint, body);
+    promptText = prompt.text;
+    messageCount = prompt.messageCount;
+    extraTokens = prompt.tokenIds ?? 0;
+    endpointMaxTokens = prompt.maxTokens;
   } else {
     const rendered = renderPrompt(input.endpoint === 'completions' ? body.prompt : body.input);
     promptText = rendered.text;
@@ -162,7 +176,7 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
   }
   const estimator = options.estimator ?? defaultEstimator;
   // vLLM's chat endpoint reads max_completion_tokens first, its completions endpoint max_tokens only: the larger bounds both.
-  const maxTokens = largerOf(body.max_tokens, body.max_completion_tokens);
+  const maxTokens = endpointMaxTokens ?? largerOf(body.max_tokens, body.max_completion_tokens);
   const choices = largerOf(body.n, body.best_of) ?? 1;
   const contents = input.endpoint === 'chat' ? messageContents(body.messages as { content?: unknown }[], CODE_SCAN_CHARS) : promptText;
 

@@ -130,7 +130,7 @@ export class LiveFleet implements FleetView {
     }
     for (const [id, watch] of this.watches) {
       const target = next.get(id);
-      if (target && target.url === watch.replica.target.url && target.engine === watch.replica.target.engine) continue;
+      if (target && target.url === watch.replica.target.url && target.engine === watch.replica.target.engine && target.apiKey === watch.replica.target.apiKey) continue;
       this.watches.delete(id);
       this.ejectedFrom.delete(id);
       this.changes.record(id);
@@ -216,7 +216,7 @@ export class LiveFleet implements FleetView {
   }
 
   private startWatch(watch: Watch): void {
-    const client = new ReplicaClient(watch.replica.target.url, this.settings.requestTimeoutMs);
+    const client = new ReplicaClient(watch.replica.target.url, this.settings.requestTimeoutMs, watch.replica.target.apiKey);
     watch.client = client;
     watch.loops = [
       new PollLoop((signal) => this.scrape(watch.replica, client, signal), this.settings.scrapeIntervalMs),

@@ -24,7 +24,11 @@ export class ReplicaClient {
   private readonly pool: Pool;
   private readonly basePath: string;
 
-  constructor(url: string, private readonly timeoutMs: number) {
+  private readonly headers: Record<string, string>;
+
+  /** `apiKey`: the engine's key, for engines that guard /metrics and /health too. */
+  constructor(url: string, private readonly timeoutMs: number, apiKey?: string) {
+    this.headers = apiKey === undefined ? { accept: 'text/plain' } : { accept: 'text/plain', authorization: `Bearer ${apiKey}` };
     const parsed = new URL(url);
     // A replica may sit under a path prefix (http://gw/replica-a): keep it.
     this.basePath = parsed.pathname.replace(/\/+$/, '');
@@ -54,7 +58,7 @@ export class ReplicaClient {
       const response = await this.pool.request({
         method: 'GET',
         path: this.basePath + path,
-        headers: { accept: 'text/plain' },
+        headers: this.headers,
         signal: deadline.signal,
       });
       if (!readBody) {

@@ -13,6 +13,8 @@ export interface ReplicaTarget {
   /** Base URL of the engine's HTTP server: /metrics and /health are under it. */
   readonly url: string;
   readonly engine: Engine;
+  /** The engine's API key (api_key_env), sent to /metrics and /health as a bearer token. */
+  readonly apiKey?: string;
 }
 
 /** One replica as an admin endpoint shows it; `null` where nothing is known yet (JSON has no undefined). */

@@ -17,7 +17,8 @@ const headerGetter = {
 };
 const headerSetter = { set: (carrier: Record<string, string>, key: string, value: string) => void (carrier[key] = value) };
 
-const OPERATION: Record<string, string> = { chat: 'chat', completions: 'text_completion', embeddings: 'embeddings' };
+// GenAI operation names; vLLM's other routes are named after themselves.
+const OPERATION: Record<string, string> = { chat: 'chat', completions: 'text_completion', embeddings: 'embeddings', responses: 'chat', messages: 'chat' };
 
 /** What the decision chose, for the spans' attributes (undefined: not decided). */
 export interface TracedDecision {

@@ -104,6 +104,12 @@ export interface ReplicaSpec {
   readonly kvEventsTopic: string;
   /** The engine's KV event replay endpoint (ZeroMQ ROUTER), to recover missed batches. */
   readonly kvEventsReplay?: string;
+  /**
+   * The engine's API key, read from the environment variable api_key_env
+   * names when the policy is compiled. Not enumerable: it never appears when
+   * a spec is printed or serialized.
+   */
+  readonly apiKey?: string;
 }
 
 export interface StrategySlot {
@@ -203,6 +209,10 @@ export interface RouterSettings {
   readonly quotaStore: QuotaStoreSettings;
   /** x-priority names → integer priorities (interactive 0 and batch -1 unless moved). */
   readonly priorityNames: ReadonlyMap<string, number>;
+  /** Request headers naming a conversation, lower case, the first present wins. */
+  readonly conversationHeaders: readonly string[];
+  /** Largest multipart audio upload (/v1/audio/*). Read when serve starts. */
+  readonly audioBodyLimitBytes: number;
 }
 
 export interface QuotaStoreSettings {

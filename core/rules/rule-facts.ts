@@ -1,6 +1,7 @@
 // The facts rules see, with their types: what `validate` checks a rule's
 // operator and value against (docs/policies.md lists them for people).
 // Pool-rule-only facts are null while cascades run, so a cascade may not ask them.
+import { BODY_SCHEMAS } from '../facts/request-schemas.ts';
 
 export type FactType =
   | { readonly kind: 'number' }
@@ -34,5 +35,5 @@ export const RULE_FACTS: Readonly<Record<string, RuleFact>> = {
   priorityLevel: { type: { kind: 'number' } },
   hasConversation: { type: { kind: 'boolean' } },
   stream: { type: { kind: 'boolean' } },
-  endpoint: { type: { kind: 'enum', values: ['chat', 'completions', 'embeddings'] } },
+  endpoint: { type: { kind: 'enum', values: Object.keys(BODY_SCHEMAS) } },
 };

@@ -46,7 +46,13 @@ export interface AttemptInput {
   readonly replica: string;
   readonly waiting: Waiting;
   readonly path: string;
-  readonly body: string;
+  readonly body: string | Buffer;
+  /** The body's type when it is not JSON (a multipart upload, forwarded as it came). */
+  readonly contentType?: string;
+  /** The engine's API key (the replica's api_key_env): sent as its bearer token. */
+  readonly engineKey?: string;
+  /** How a stream that breaks mid-way is ended (default: an OpenAI-shaped error event). */
+  readonly errorEvent?: (r: ReturnType<typeof rejection>) => string;
   readonly requestId: string;
   readonly stream: boolean;
   readonly timeouts: UpstreamSettings;
@@ -79,13 +85,14 @@ export function attempt(input: AttemptInput): Promise<AttemptResult> {
   if (input.res.destroyed) return Promise.resolve({ kind: 'aborted' });
   return new Promise<AttemptResult>((resolve) => {
     const { timeouts, stream } = input;
+    const headers: Record<string, string> = { 'content-type': input.contentType ?? 'application/json', accept: stream ? 'text/event-stream' : 'application/json', 'x-request-id': input.requestId };
+    if (input.traceHeaders) Object.assign(headers, input.traceHeaders);
+    if (input.engineKey !== undefined) headers.authorization = `Bearer ${input.engineKey}`;
     input.dispatcher.dispatch(
       {
         path: input.path,
         method: 'POST',
-        headers: input.traceHeaders
-          ? { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json', 'x-request-id': input.requestId, ...input.traceHeaders }
-          : { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json', 'x-request-id': input.requestId },
+        headers,
         body: input.body,
         headersTimeout: stream ? timeouts.streamHeadersTimeoutMs : timeouts.headersTimeoutMs,
         bodyTimeout: stream ? timeouts.streamIdleTimeoutMs : timeouts.bodyTimeoutMs,
@@ -266,7 +273,8 @@ class Attempt implements Dispatcher.DispatchHandler {
     const { res } = this.input;
     if (this.sse && !this.midEvent) {
       // The held partial event is dropped: the client sees whole events, then one error event, then a clean end.
-      res.end(sseErrorEvent(rejection(cause === 'timeout' ? 'upstream_timeout' : 'upstream_error', cause === 'timeout' ? 'The replica serving this stream went silent mid-way.' : 'The replica serving this stream failed mid-way.')));
+      const failure = rejection(cause === 'timeout' ? 'upstream_timeout' : 'upstream_error', cause === 'timeout' ? 'The replica serving this stream went silent mid-way.' : 'The replica serving this stream failed mid-way.');
+      res.end((this.input.errorEvent ?? sseErrorEvent)(failure));
     } else {
       // A body cut short must not look complete, nor leave the client waiting for the rest.
       res.destroy();

@@ -21,7 +21,6 @@ import type { Pool, ReplicaSpec, Snapshot } from '../policy/snapshot.ts';
 import type { ColdLoads } from './cold-loads.ts';
 import { apiKeyHashOf } from './early-admission.ts';
 import { attempt, type AttemptResult, type Waiting } from './forward.ts';
-import { writeRejection } from './rejections.ts';
 import { countRejection } from './refusals.ts';
 import type { RetryBudget } from './retry-budget.ts';
 import type { SilenceKey, SilenceWatch } from './silence.ts';
@@ -32,6 +31,7 @@ import { notifyDecided, notifyEnded, type RequestObserver } from './request-obse
 import { UpstreamBody } from './upstream-body.ts';
 import { UsageSettlement } from './settle-usage.ts';
 import type { UsageTap } from './usage-tap.ts';
+import { clientTraceHeaders, NOTHING_PREPARED, OPENAI_ROUTE, type RouteShape } from './route-shapes.ts';
 
 /** Where requests get their snapshot: acquired at arrival, released when the response ends. */
 export interface PolicySource {
@@ -78,16 +78,16 @@ export interface ProxyDeps {
 // Header values must be printable ASCII; reasons are for humans and may not be.
 const asciiHeader = (text: string) => text.replace(/[^\x20-\x7e]/g, '?').slice(0, 200);
 
-export function proxyHandler(deps: ProxyDeps, endpoint: Endpoint, path: string) {
+export function proxyHandler(deps: ProxyDeps, endpoint: Endpoint, path: string, shape: RouteShape = OPENAI_ROUTE) {
   const hooks: CommitHooks = { onFault: deps.onStrategyFault };
   return async function handle(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     reply.hijack(); // we write the raw response ourselves, as bytes arrive
     const lease = deps.policy.acquire();
     try {
-      await route(deps, hooks, lease.snapshot, endpoint, path, request, reply);
+      await route(deps, hooks, lease.snapshot, endpoint, path, request, reply, shape);
     } catch (error) {
       request.log.error({ err: error }, 'proxy failure');
-      writeRejection(reply.raw, rejection('internal_error', 'The router failed to handle this request.'), request.id);
+      shape.writeError(reply.raw, rejection('internal_error', 'The router failed to handle this request.'), request.id);
     } finally {
       lease.release();
     }
@@ -102,12 +102,23 @@ async function route(
   path: string,
   request: FastifyRequest,
   reply: FastifyReply,
+  shape: RouteShape,
 ): Promise<void> {
   const { metrics } = deps;
   const res = reply.raw;
   const t0 = performance.now();
   const traced = deps.startTrace?.(endpoint, path, request.headers, { 'switchyard.request_id': request.id });
-  const facts = await countedFacts(requestFacts({ requestId: request.id, endpoint, headers: request.headers, body: request.body, apiKeyHash: apiKeyHashOf(request) }, { estimator: snapshot.settings.estimator, bodyValidated: true }), request, snapshot, metrics);
+  const body = request.body as Record<string, unknown>;
+  const prepared = shape.prepare?.(body, snapshot) ?? NOTHING_PREPARED;
+  const facts = await countedFacts(
+    requestFacts(
+      { requestId: request.id, endpoint, headers: request.headers, body, apiKeyHash: apiKeyHashOf(request), conversationId: prepared.conversationId },
+      { estimator: snapshot.settings.estimator, bodyValidated: true, conversationHeaders: snapshot.settings.conversationHeaders },
+    ),
+    request,
+    snapshot,
+    metrics,
+  );
   // A shared quota store may need one bounded round trip first (docs/quotas.md);
   // decide() then checks synchronously. The wait is not decision time.
   let waitedMs = 0;
@@ -117,7 +128,7 @@ async function route(
     waitedMs += performance.now() - waitStart;
     wait = quotaWait(deps.env.quota, facts, snapshot, deps.env.now());
   }
-  const first = decide(facts, snapshot, deps.fleet, deps.env, 'code' in facts ? { requestId: request.id } : undefined);
+  const first = decide(facts, snapshot, deps.fleet, deps.env, 'code' in facts ? { requestId: request.id } : prepared.pinnedReplica ? { pinnedReplica: prepared.pinnedReplica } : undefined);
   commit(first, deps.env, hooks);
   const decided = performance.now();
   metrics.decisionSeconds.observe((decided - t0 - waitedMs) / 1000);
@@ -129,16 +140,15 @@ async function route(
 
   if (!first.admitted) {
     if (first.action) deps.coldLoads.trigger(first.action.model, first.action.url, first.rejection.retryAfterS ?? 60);
-    reject(deps, request, res, first);
+    reject(deps, request, res, first, shape);
     traced?.end(first.status, 'rejected');
     if (observed) notifyEnded(observers, request.log, observed, first, snapshot, { outcome: 'rejected', status: first.status, durationMs: performance.now() - t0, attempts: 0 });
     return;
   }
 
   let decision: Admitted = first;
-  const body = request.body as Record<string, unknown>;
   const stream = body.stream === true;
-  // Serialized once, for every attempt. A copy only when the model changes.
+  // Serialized once, for every attempt (unless the route's body names the replica, or is not JSON). A copy only when the model changes.
   // Token quotas settle on the engine's usage (settle-usage.ts).
   const settlement = UsageSettlement.of(decision, endpoint, body);
   if (decision.shadowOverQuota) metrics.admission.shadowOverQuota.inc({ tenant: decision.tenant });
@@ -154,7 +164,7 @@ async function route(
   try {
     for (;;) {
       tap = settlement?.tap();
-      result = await send(deps, snapshot, decision, path, upstreamBody.for(replicaOf(snapshot, decision.poolRef, decision.replica).engine), stream, tokenBudget, request, res, retrying, traced?.attempt(decision.replica, deps.urlOf(replicaOf(snapshot, decision.poolRef, decision.replica)), attempts + 1, (facts as RequestFacts).maxTokens), tap);
+      result = await send(deps, snapshot, decision, path, shape.bodyFor ? shape.bodyFor(body, decision, prepared) : upstreamBody.for(replicaOf(snapshot, decision.poolRef, decision.replica).engine), shape, stream, tokenBudget, request, res, retrying, traced?.attempt(decision.replica, deps.urlOf(replicaOf(snapshot, decision.poolRef, decision.replica)), attempts + 1, (facts as RequestFacts).maxTokens), tap);
       attempts++;
       if (result.kind !== 'retryable') break;
       // Failed before the first byte: another replica, if the pool's limits allow.
@@ -167,14 +177,14 @@ async function route(
       retrying = true;
       complete(decision, false, hooks); // this attempt is over: the strategies hear so before the next one
       (tried ??= new Set()).add(decision.replica);
-      const retry = decide(facts as RequestFacts, snapshot, deps.fleet, deps.env, { excludeReplicas: tried, quotaTaken: true });
+      const retry = decide(facts as RequestFacts, snapshot, deps.fleet, deps.env, { excludeReplicas: tried, quotaTaken: true, pinnedReplica: prepared.pinnedReplica });
       commit(retry, deps.env, hooks);
       deps.decisions.add(retry);
       if (!retry.admitted) {
         // Nowhere left to go: every other replica is out or failed this request.
         metrics.retriesRefused.inc({ pool: pool.key, reason: 'no_replica' });
         const none = rejection('no_healthy_replica', `No other replica of pool ${decision.pool} could take the request after ${failureText(result)}. Retry after 2 s.`, { retryAfterS: 2 });
-        reject(deps, request, res, { ...retry, rejection: none, status: none.status, reason: none.message });
+        reject(deps, request, res, { ...retry, rejection: none, status: none.status, reason: none.message }, shape);
         traced?.end(none.status, 'upstream_error');
         if (observed) notifyEnded(observers, request.log, observed, decision, snapshot, { outcome: 'upstream_error', status: none.status, durationMs: performance.now() - t0, attempts });
         return;
@@ -189,7 +199,7 @@ async function route(
   const outcome = outcomeOf(result);
   const settled = settlement?.settle(result, tap, deps.env, metrics.admission);
   metrics.requests.inc({ model: decision.model, pool: decision.poolRef.key, outcome });
-  if (result.kind === 'retryable') writeRejection(res, failureRejection(result), request.id);
+  if (result.kind === 'retryable') shape.writeError(res, failureRejection(result), request.id);
   traced?.end(result.kind === 'done' ? result.status : result.kind === 'retryable' ? failureRejection(result).status : 499, outcome);
   complete(decision, outcome === 'ok', hooks);
   if (observed) {
@@ -229,7 +239,8 @@ async function send(
   snapshot: Snapshot,
   decision: Admitted,
   path: string,
-  body: string,
+  body: string | Buffer,
+  shape: RouteShape,
   stream: boolean,
   tokenBudget: number,
   request: FastifyRequest,
@@ -290,12 +301,16 @@ async function send(
       waiting: deps.waiting,
       path,
       body,
+      contentType: shape.contentTypeOf?.(request.body as Record<string, unknown>),
+      engineKey: replica.apiKey,
+      errorEvent: shape.errorEvent,
       requestId: request.id,
       stream,
       timeouts: pool.upstream,
       res,
       responseHeaders: headers,
-      traceHeaders: traced?.headers(),
+      // The client's own trace context goes on when the router does not trace (W3C Trace Context).
+      traceHeaders: traced ? traced.headers() : clientTraceHeaders(request.headers),
       silence,
       sendTimeoutMs: deps.sendTimeoutMs,
       tap,
@@ -324,11 +339,11 @@ async function send(
   }
 }
 
-function reject(deps: ProxyDeps, request: FastifyRequest, res: FastifyReply['raw'], decision: Rejected): void {
+function reject(deps: ProxyDeps, request: FastifyRequest, res: FastifyReply['raw'], decision: Rejected, shape: RouteShape): void {
   const r = decision.rejection;
   countRejection(deps.metrics, decision);
   countShed(deps.metrics, decision);
-  writeRejection(res, r, request.id);
+  shape.writeError(res, r, request.id);
   request.log.info({ status: r.status, reject: r.code, model: decision.model, pool: decision.pool }, 'rejected');
 }
 

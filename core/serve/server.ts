@@ -26,6 +26,7 @@ import { writeRejection } from './rejections.ts';
 import { rejection } from '../errors.ts';
 import { modelsHandler } from './models-route.ts';
 import { proxyHandler, type PolicySource, type ProxyDeps } from './proxy.ts';
+import { registerVllmRoutes } from './vllm-routes.ts';
 import { DIRECT_REPLICAS, type ReplicaAddresses } from './replica-addresses.ts';
 import { RetryBudget } from './retry-budget.ts';
 import { SilenceWatch } from './silence.ts';
@@ -113,7 +114,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   const replicas = options.replicas ?? DIRECT_REPLICAS;
   await replicas.sync(initial);
 
-  const targets = (snapshot: Snapshot) => [...snapshot.replicas.values()].map((r) => ({ id: r.id, url: replicas.urlOf(r), engine: r.engine }));
+  const targets = (snapshot: Snapshot) => [...snapshot.replicas.values()].map((r) => ({ id: r.id, url: replicas.urlOf(r), engine: r.engine, apiKey: r.apiKey }));
   const waiting = new Waiting();
   let app: FastifyInstance | undefined; // the fleet logs through it once it exists
   const fleet = new LiveFleet({
@@ -244,6 +245,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   app.post('/v1/chat/completions', { onRequest: early, schema: { body: BODY_SCHEMAS.chat } }, proxyHandler(deps, 'chat', '/v1/chat/completions'));
   app.post('/v1/completions', { onRequest: early, schema: { body: BODY_SCHEMAS.completions } }, proxyHandler(deps, 'completions', '/v1/completions'));
   app.post('/v1/embeddings', { onRequest: early, schema: { body: BODY_SCHEMAS.embeddings } }, proxyHandler(deps, 'embeddings', '/v1/embeddings'));
+  registerVllmRoutes(app, deps, initial.settings.audioBodyLimitBytes, early);
   app.get('/v1/models', modelsHandler(() => options.policy.current()));
 
   let closing = false;

@@ -15,6 +15,7 @@ import type { CompiledModels } from './models.ts';
 import { checkOverflow, type OverflowRef } from './overflow.ts';
 import { closest, schemaProblems, type PathSegment } from '../../diagnostics/schema-problems.ts';
 import { replicaUrlProblem } from './replica-urls.ts';
+import { engineKey } from './engine-keys.ts';
 
 const DEFAULTS = {
   saturation: { kv_usage: 0.95, queue_depth: 32 },
@@ -98,6 +99,12 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
           kvEventsTopic: r.kv_events_topic,
           kvEventsReplay: r.kv_events_replay,
         };
+        const keyEnv: string | undefined = r.api_key_env ?? p.api_key_env ?? defaults.api_key_env;
+        if (keyEnv !== undefined) {
+          const key = engineKey(keyEnv);
+          if (key === undefined) return ctx.report(source, [...path, 'replicas', j, 'id'], `api_key_env ${keyEnv} is not set in the router's environment: set it to the engine's key (vLLM --api-key), or remove api_key_env`);
+          Object.defineProperty(replica, 'apiKey', { value: key, enumerable: false });
+        }
         replicas.set(r.id, replica);
         poolReplicas.push(replica);
       });

@@ -2,6 +2,7 @@
 import { dirname, resolve } from 'node:path';
 import { DEFAULT_PRIORITY_NAMES } from '../../decide/priority.ts';
 import { characterClassEstimator } from '../../tokens/estimate.ts';
+import { DEFAULT_CONVERSATION_HEADERS } from '../../facts/conversation.ts';
 import type { QuotaStoreSettings, RouterSettings } from '../snapshot.ts';
 import type { CompileContext } from './context.ts';
 
@@ -42,6 +43,8 @@ const SETTINGS_DEFAULTS: RouterSettings = {
   quotaStore: QUOTA_STORE_DEFAULTS,
   estimator: characterClassEstimator(4),
   priorityNames: DEFAULT_PRIORITY_NAMES,
+  conversationHeaders: DEFAULT_CONVERSATION_HEADERS,
+  audioBodyLimitBytes: 25 * 1024 * 1024,
 };
 
 export function compileSettings(ctx: CompileContext): RouterSettings {
@@ -78,6 +81,8 @@ export function compileSettings(ctx: CompileContext): RouterSettings {
     estimator: characterClassEstimator(doc.chars_per_token),
     quotaStore: quotaStoreSettings(doc.quota_store),
     priorityNames: doc.priority_names ? new Map([...DEFAULT_PRIORITY_NAMES, ...Object.entries(doc.priority_names as Record<string, number>)]) : DEFAULT_PRIORITY_NAMES,
+    conversationHeaders: doc.conversation_headers ? doc.conversation_headers.map((name: string) => name.toLowerCase()) : DEFAULT_CONVERSATION_HEADERS,
+    audioBodyLimitBytes: doc.audio_body_limit_bytes ?? SETTINGS_DEFAULTS.audioBodyLimitBytes,
   };
 }
 
