@@ -10,7 +10,7 @@ import { startEmulator, type Emulator, type EmulatorOptions } from './server.ts'
 
 export const EMULATE_USAGE = `usage: switchyard emulate --profile NAME [--port N] [--host H] [--engine vllm|sglang]
                           [--speed X] [--model NAME] [--lora NAME]... [--tokenizer DIR]
-                          [--kv-events ENDPOINT [--kv-events-topic T] [--kv-events-replay ENDPOINT] [--kv-hash-seed S]]
+                          [--kv-events ENDPOINT [--kv-events-topic T] [--kv-events-replay ENDPOINT] [--kv-hash-seed S]] [--api-key KEY]
   --profile   engine profile: ${PROFILE_NAMES.join(', ')}
   --port      port to listen on (default 8000; 0 picks a free one)
   --host      address to bind (default 127.0.0.1)
@@ -23,7 +23,8 @@ export const EMULATE_USAGE = `usage: switchyard emulate --profile NAME [--port N
   --kv-events-replay serve missed batches again on this endpoint (vLLM's replay_endpoint), e.g. tcp://127.0.0.1:5558
   --kv-hash-seed     seed the block hashes (vLLM's PYTHONHASHSEED; random per process without it)
   --tokenizer the model's Hugging Face tokenizer folder (tokenizer.json, tokenizer_config.json):
-              prompts are rendered with its chat template and tokenized, blocks cached and hashed as vLLM does`;
+              prompts are rendered with its chat template and tokenized, blocks cached and hashed as vLLM does
+  --api-key   require "Authorization: Bearer KEY" on /v1 routes, as vLLM does (default: $VLLM_API_KEY)`;
 
 export interface CommandIO {
   readonly stdout?: { write(text: string): unknown };
@@ -57,6 +58,7 @@ export function parseEmulateArgs(argv: readonly string[]): EmulatorOptions | 'he
         'kv-events-replay': { type: 'string' },
         'kv-hash-seed': { type: 'string' },
         tokenizer: { type: 'string' },
+        'api-key': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -81,6 +83,7 @@ export function parseEmulateArgs(argv: readonly string[]): EmulatorOptions | 'he
     throw new UsageError(`--speed must be a positive number, got '${values.speed}'`);
   }
   if (values.model !== undefined && values.model === '') throw new UsageError('--model must not be empty');
+  if (values['api-key'] !== undefined && values['api-key'] === '') throw new UsageError('--api-key must not be empty');
   const kvEvents = values['kv-events'];
   if (kvEvents !== undefined && !/^(tcp|ipc):\/\/\S{1,200}$/.test(kvEvents)) {
     throw new UsageError(`--kv-events must be a ZeroMQ endpoint such as tcp://127.0.0.1:5557, got '${kvEvents}'`);
@@ -104,6 +107,8 @@ export function parseEmulateArgs(argv: readonly string[]): EmulatorOptions | 'he
     kvEventsReplay: replay,
     kvHashSeed: values['kv-hash-seed'],
     tokenizer: values.tokenizer,
+    // vLLM reads VLLM_API_KEY when --api-key is not given.
+    ...((values['api-key'] ?? process.env.VLLM_API_KEY) ? { apiKey: values['api-key'] ?? process.env.VLLM_API_KEY } : {}),
   };
 }
 

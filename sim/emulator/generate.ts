@@ -10,7 +10,7 @@ import type { EngineResult } from '../engine/types.ts';
 import { EmulatorError } from './errors.ts';
 import { fillerText, fillerToken } from './filler.ts';
 import type { GenerationKind } from './parse-request.ts';
-import { DONE_CHUNK, fullResponse, roleChunk, tokenChunk, usage, usageChunk, type ResponseHead } from './responses.ts';
+import { DONE_CHUNK, fullResponse, roleChunk, tokenChunk, usage, usageChunk, type ResponseHead, type Usage } from './responses.ts';
 
 export interface PromptJob {
   readonly promptTokens: number;
@@ -19,6 +19,29 @@ export interface PromptJob {
   readonly finishReason: 'stop' | 'length';
   /** The answer's first word without its leading space: a tokenized chat answer starts a turn (see prompt.ts answerTokenIds). */
   readonly trimFirst?: boolean;
+  /** The text of each output token when it is not filler (structured output, tool calls, a stop string): maxTokens of them. */
+  readonly output?: readonly string[];
+}
+
+/** One choice as it ended: its text and why. */
+export interface ChoiceOutcome {
+  readonly text: string;
+  readonly finishReason: EngineResult['finishReason'];
+  readonly outputTokens: number;
+}
+
+/**
+ * The wire format of an API other than chat and completions (the Responses
+ * API, Anthropic Messages): its stream events and its body. Chat and
+ * completions keep their own, in responses.ts.
+ */
+export interface ApiFormat {
+  /** Written once the stream's headers are out. */
+  open(): string;
+  token(choice: number, index: number, text: string, finishReason: 'stop' | 'length' | null): string;
+  /** The stream's last events, once every choice has finished. */
+  close(outcomes: readonly ChoiceOutcome[], totals: Usage): string;
+  body(outcomes: readonly ChoiceOutcome[], totals: Usage): object;
 }
 
 export interface GenerationJob {
@@ -28,6 +51,9 @@ export interface GenerationJob {
   readonly prompts: readonly PromptJob[];
   readonly stream: boolean;
   readonly includeUsage: boolean;
+  readonly format?: ApiFormat;
+  /** Each choice's body fields beyond text (tool calls, logprobs), for chat and completions. */
+  readonly decorate?: (choice: number, outcome: ChoiceOutcome) => Record<string, unknown>;
 }
 
 export interface GenerationObserver {
@@ -84,9 +110,12 @@ export function generate(
         done.reduce((sum, r) => sum + r.outputTokens, 0),
         done.reduce((sum, r) => sum + r.cachedTokens, 0),
       );
+      const outcomes = (): ChoiceOutcome[] =>
+        done.map((r, i) => ({ text: job.prompts[i].output?.slice(0, r.outputTokens).join('') ?? (job.prompts[i].trimFirst ? fillerText(r.outputTokens).trimStart() : fillerText(r.outputTokens)), finishReason: r.finishReason, outputTokens: r.outputTokens }));
       if (job.stream) {
         if (writable()) {
-          if (!aborted) {
+          if (!aborted && job.format) raw.write(job.format.close(outcomes(), totals));
+          else if (!aborted) {
             if (job.includeUsage) raw.write(usageChunk(kind, head, totals));
             raw.write(DONE_CHUNK);
           }
@@ -98,22 +127,18 @@ export function generate(
         resolve(undefined);
       } else if (aborted) {
         reject(new EmulatorError('ServiceUnavailableError', 'the engine stopped before the request finished'));
+      } else if (job.format) {
+        resolve(job.format.body(outcomes(), totals));
       } else {
-        resolve(
-          fullResponse(
-            kind,
-            head,
-            done.map((r, i) => ({ text: job.prompts[i].trimFirst ? fillerText(r.outputTokens).trimStart() : fillerText(r.outputTokens), finishReason: r.finishReason })),
-            totals,
-          ),
-        );
+        resolve(fullResponse(kind, head, outcomes().map((o, i) => ({ text: o.text, finishReason: o.finishReason, extra: job.decorate?.(i, o) })), totals));
       }
     };
 
     if (job.stream) {
       reply.hijack();
       raw.writeHead(200, SSE_HEADERS);
-      raw.flushHeaders();
+      if (job.format) raw.write(job.format.open());
+      else raw.flushHeaders();
     }
 
     try {
@@ -130,9 +155,11 @@ export function generate(
           onToken: job.stream
             ? (index) => {
                 if (!writable()) return;
+                const text = prompt.output?.[index] ?? (index === 0 && prompt.trimFirst ? fillerToken(0).trimStart() : fillerToken(index));
+                const finish = index === last ? prompt.finishReason : null;
+                if (job.format) return void raw.write(job.format.token(i, index, text, finish));
                 if (kind === 'chat' && index === 0) raw.write(roleChunk(head, i));
-                const token = index === 0 && prompt.trimFirst ? fillerToken(0).trimStart() : fillerToken(index);
-                raw.write(tokenChunk(kind, head, i, token, index === last ? prompt.finishReason : null));
+                raw.write(tokenChunk(kind, head, i, text, finish));
               }
             : undefined,
           onFinish: (result) => {

@@ -18,6 +18,12 @@ export interface GenerationSpec {
   readonly includeUsage: boolean;
   /** A chat as sent, for an engine with a tokenizer to render with its chat template. */
   readonly chat?: ChatInput;
+  /** Choices per prompt (`n`). */
+  readonly n: number;
+  /** The body as sent: tools, response_format, stop and logprobs are read from it (output-plan.ts). */
+  readonly body: Record<string, unknown>;
+  /** completions with max_tokens 0 and echo: the prompt scored, nothing generated. */
+  readonly echoOnly?: boolean;
 }
 
 export interface EmbeddingSpec {
@@ -60,9 +66,12 @@ function streamFlags(body: Body): { stream: boolean; includeUsage: boolean } {
   return { stream, includeUsage };
 }
 
-function singleChoice(body: Body): void {
+/** vLLM has no small cap on `n`; the emulator keeps it to 128 choices a prompt. */
+function choices(body: Body): number {
   const n = body.n;
-  if (n !== undefined && n !== null && n !== 1) throw badRequest('the emulator generates one choice per prompt: `n` must be 1', 'n');
+  if (n === undefined || n === null) return 1;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > 128) throw badRequest('`n` must be an integer from 1 to 128', 'n');
+  return n;
 }
 
 export function parseChatBody(raw: unknown): GenerationSpec {
@@ -78,7 +87,6 @@ export function parseChatBody(raw: unknown): GenerationSpec {
       throw badRequest('a message `content` must be a string or an array of parts', 'messages');
     }
   }
-  singleChoice(body);
   return {
     kind: 'chat',
     model: optionalModel(body),
@@ -86,6 +94,8 @@ export function parseChatBody(raw: unknown): GenerationSpec {
     maxTokens: optionalPositiveInt(body, 'max_completion_tokens') ?? optionalPositiveInt(body, 'max_tokens'),
     ...streamFlags(body),
     chat: chatInput(body, messages as ChatInput['messages']),
+    n: choices(body),
+    body,
   };
 }
 
@@ -107,13 +117,17 @@ export function parseCompletionBody(raw: unknown): GenerationSpec {
   if (typeof prompt === 'string') prompts = [prompt];
   else if (Array.isArray(prompt) && prompt.length > 0 && prompt.every((p) => typeof p === 'string')) prompts = prompt as string[];
   else throw badRequest('`prompt` must be a string or a non-empty array of strings', 'prompt');
-  singleChoice(body);
+  // max_tokens 0 with echo scores the prompt and generates nothing (vLLM accepts it).
+  const echoOnly = body.max_tokens === 0 && body.echo === true;
   return {
     kind: 'completion',
     model: optionalModel(body),
     prompts,
-    maxTokens: optionalPositiveInt(body, 'max_tokens'),
+    maxTokens: echoOnly ? undefined : optionalPositiveInt(body, 'max_tokens'),
     ...streamFlags(body),
+    n: choices(body),
+    body,
+    echoOnly,
   };
 }
 
@@ -121,7 +135,9 @@ export function parseEmbeddingBody(raw: unknown): EmbeddingSpec {
   const body = asBody(raw);
   const input = body.input;
   let inputs: string[];
-  if (typeof input === 'string') inputs = [input];
+  // vLLM embeds a chat conversation too, rendered as one input.
+  if (input === undefined && Array.isArray(body.messages) && body.messages.length > 0) inputs = [renderChat(body.messages as { role: string; content?: unknown }[])];
+  else if (typeof input === 'string') inputs = [input];
   else if (Array.isArray(input) && input.length > 0 && input.every((p) => typeof p === 'string')) inputs = input as string[];
   else throw badRequest('`input` must be a string or a non-empty array of strings', 'input');
   const encoding = body.encoding_format ?? 'float';

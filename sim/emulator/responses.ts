@@ -14,6 +14,8 @@ export interface Usage {
 export interface ChoiceResult {
   readonly text: string;
   readonly finishReason: FinishReason | null;
+  /** Fields that replace or add to the choice's (tool calls, logprobs, stop_reason). */
+  readonly extra?: Record<string, unknown>;
 }
 
 export interface ResponseHead {
@@ -49,6 +51,7 @@ export function fullResponse(kind: GenerationKind, head: ResponseHead, choices: 
         logprobs: null,
         finish_reason: choice.finishReason,
         stop_reason: null,
+        ...choice.extra,
       })),
       usage: totals,
       prompt_logprobs: null,
@@ -66,6 +69,7 @@ export function fullResponse(kind: GenerationKind, head: ResponseHead, choices: 
       finish_reason: choice.finishReason,
       stop_reason: null,
       prompt_logprobs: null,
+      ...choice.extra,
     })),
     usage: totals,
   };
@@ -118,4 +122,27 @@ export const DONE_CHUNK = 'data: [DONE]\n\n';
 
 function sse(payload: object): string {
   return `data: ${JSON.stringify(payload)}\n\n`;
+}
+
+/** A streamed chat tool call as vLLM streams it: the call's id and name first, then its arguments in pieces. */
+export function toolCallStream(head: ResponseHead, call: { id: string; function: { name: string } }, includeUsage: boolean) {
+  const chunk = (index: number, delta: object, finishReason: string | null) =>
+    sse({ id: head.id, object: 'chat.completion.chunk', created: head.created, model: head.model, choices: [{ index, delta, logprobs: null, finish_reason: finishReason }] });
+  return {
+    open: () => '',
+    token(choice: number, index: number, text: string) {
+      const opening =
+        index === 0
+          ? chunk(choice, { role: 'assistant', content: '' }, null) + chunk(choice, { tool_calls: [{ index: 0, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] }, null)
+          : '';
+      return opening + chunk(choice, { tool_calls: [{ index: 0, function: { arguments: text } }] }, null);
+    },
+    close(outcomes: readonly unknown[], totals: Usage) {
+      let out = '';
+      for (let i = 0; i < outcomes.length; i++) out += chunk(i, {}, 'tool_calls');
+      if (includeUsage) out += usageChunk('chat', head, totals);
+      return out + DONE_CHUNK;
+    },
+    body: () => ({}),
+  };
 }

@@ -11,12 +11,17 @@ import { EmulatorError, badRequest, errorBody } from './errors.ts';
 import { generate, type PromptJob } from './generate.ts';
 import { KvEventPublisher } from './kv-publisher.ts';
 import { EngineExporter, type EngineKind } from './metrics.ts';
-import { parseChatBody, parseCompletionBody, parseEmbeddingBody, parseLoraBody, type GenerationSpec } from './parse-request.ts';
+import { chatInput, parseChatBody, parseCompletionBody, parseEmbeddingBody, parseLoraBody, type GenerationSpec } from './parse-request.ts';
 import { EngineTokenizer } from './engine-tokenizer.ts';
 import { answerTokenIds, estimateTokens, sequenceBlocks, tokenBlocks } from './prompt.ts';
 import { tokenizeRoutes } from './tokenize-routes.ts';
 import { VllmBlockHasher } from './vllm-block-hash.ts';
-import { responseId } from './responses.ts';
+import { chatLogprobs, completionLogprobs, planOutput, type OutputPlan } from './output-plan.ts';
+import { messagesFormat, parseMessagesBody, parseResponsesBody, promptOf, ResponseStore, responseNotFound, responsesFormat } from './responses-api.ts';
+import { registerPoolingRoutes } from './pooling.ts';
+import { fillerText } from './filler.ts';
+import type { ApiFormat, ChoiceOutcome } from './generate.ts';
+import { responseId, toolCallStream, type ResponseHead } from './responses.ts';
 import { scaledClock } from './scaled-clock.ts';
 import { ServedModels } from './served-models.ts';
 
@@ -62,6 +67,46 @@ export interface EmulatorOptions {
    * sets this; `switchyard emulate` (a process of its own) does not.
    */
   readonly tokenizeLimitChars?: number;
+  /** Require this key on /v1 routes (vLLM's --api-key): others get a 401. */
+  readonly apiKey?: string;
+}
+
+interface ApiOptions {
+  /** Another API's wire format (Responses, Messages), made once the prompt is known. */
+  readonly format?: (head: ResponseHead, promptTokens: number, plan: OutputPlan | undefined) => ApiFormat;
+  /** Stop strings besides the body's `stop` (Anthropic's stop_sequences). */
+  readonly stops?: readonly string[];
+}
+
+/** A choice's fields beyond its text: tool calls, logprobs and the stop string, as vLLM fills them. */
+function decorator(spec: GenerationSpec, plans: readonly (OutputPlan | undefined)[]) {
+  const body = spec.body;
+  return (i: number, outcome: ChoiceOutcome): Record<string, unknown> => {
+    const plan = plans[i];
+    const extra: Record<string, unknown> = {};
+    if (plan?.toolCall && spec.kind === 'chat') {
+      extra.message = { role: 'assistant', content: null, tool_calls: [plan.toolCall] };
+      extra.finish_reason = 'tool_calls';
+    }
+    if (plan?.stopString) extra.stop_reason = plan.stopString;
+    const tokens = plan?.tokens.slice(0, outcome.outputTokens) ?? Array.from({ length: outcome.outputTokens }, (_, t) => fillerText(t + 1).slice(fillerText(t).length));
+    if (spec.kind === 'chat' && body.logprobs === true) extra.logprobs = chatLogprobs(tokens, typeof body.top_logprobs === 'number' ? Math.min(body.top_logprobs, 20) : 0);
+    if (spec.kind === 'completion' && typeof body.logprobs === 'number') extra.logprobs = completionLogprobs(tokens, Math.min(body.logprobs, 20));
+    return extra;
+  };
+}
+
+/** completions with echo and max_tokens 0: the prompt back, nothing generated. */
+function echoResponse(spec: GenerationSpec, model: string): object {
+  const promptTokens = spec.prompts.reduce((sum, p) => sum + estimateTokens(p), 0);
+  return {
+    id: responseId('completion', randomUUID().replaceAll('-', '')),
+    object: 'text_completion',
+    created: Math.floor(Date.now() / 1000),
+    model: spec.model ?? model,
+    choices: spec.prompts.map((text, index) => ({ index, text, logprobs: null, finish_reason: 'length', stop_reason: null, prompt_logprobs: null })),
+    usage: { prompt_tokens: promptTokens, total_tokens: promptTokens, completion_tokens: 0, prompt_tokens_details: null },
+  };
 }
 
 export interface Emulator {
@@ -124,14 +169,16 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
   // FastAPI's answer for a route that does not exist.
   app.setNotFoundHandler((_request, reply) => reply.code(404).send({ detail: 'Not Found' }));
 
-  const runGeneration = (spec: GenerationSpec, reply: FastifyReply): Promise<object | undefined> => {
+  const runGeneration = (spec: GenerationSpec, reply: FastifyReply, api: ApiOptions = {}): Promise<object | undefined> | object => {
     const adapter = models.resolve(spec.model);
+    if (spec.echoOnly) return echoResponse(spec, servedName);
     const chat = spec.kind === 'chat';
-    const prompts = spec.prompts.map((text): PromptJob => {
+    const plans: (OutputPlan | undefined)[] = [];
+    const prompts = spec.prompts.flatMap((text) => Array<string>(spec.n).fill(text)).map((text): PromptJob => {
       let ids: number[] | undefined;
       if (tokenizer && text.length <= (options.tokenizeLimitChars ?? Infinity)) {
         try {
-          ids = chat ? tokenizer.encodeChat(spec.chat!) : tokenizer.encode(text, true);
+          ids = chat && spec.chat ? tokenizer.encodeChat(spec.chat) : tokenizer.encode(text, true);
         } catch (error) {
           throw badRequest(`the chat template failed to render: ${String((error as Error).message).slice(0, 300)}`, 'messages');
         }
@@ -145,23 +192,67 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
           spec.kind === 'chat' ? 'messages' : 'prompt',
         );
       }
-      const maxTokens = spec.maxTokens ?? Math.min(defaultMaxTokens, profile.maxModelLen - promptTokens);
+      const limit = spec.maxTokens ?? Math.min(defaultMaxTokens, profile.maxModelLen - promptTokens);
+      const plan = planOutput(spec.body, limit, api.stops);
+      plans.push(plan);
+      const maxTokens = plan ? plan.tokens.length : limit;
       // The whole sequence the engine will hold: the prompt, then the answer it generates (vLLM caches both).
       const blocks = ids
         ? tokenBlocks([...ids, ...answerTokenIds(tokenizer!, maxTokens, chat)], profile.blockSize, hasher, adapter)
         : sequenceBlocks(text, maxTokens, hasher, adapter, chat);
-      return { promptTokens, blocks, maxTokens, finishReason: spec.maxTokens === undefined ? 'stop' : 'length', trimFirst: ids !== undefined && chat };
+      return {
+        promptTokens,
+        blocks,
+        maxTokens,
+        // Planned output that fits ends as the model chose to end it; filler runs to max_tokens when one was set.
+        finishReason: plan ? (plan.stopString !== null || plan.toolCall || maxTokens < limit ? 'stop' : 'length') : spec.maxTokens === undefined ? 'stop' : 'length',
+        trimFirst: ids !== undefined && chat,
+        output: plan?.tokens,
+      };
     });
     const head = {
       id: responseId(spec.kind, randomUUID().replaceAll('-', '')),
       created: Math.floor(Date.now() / 1000),
       model: spec.model ?? servedName,
     };
-    const job = { kind: spec.kind, head, adapter, prompts, stream: spec.stream, includeUsage: spec.includeUsage };
+    const call = plans[0]?.toolCall;
+    const format = api.format?.(head, prompts[0].promptTokens, plans[0]) ?? (call && spec.stream && spec.kind === 'chat' ? toolCallStream(head, call, spec.includeUsage) : undefined);
+    const job = { kind: spec.kind, head, adapter, prompts, stream: spec.stream, includeUsage: spec.includeUsage, format, decorate: decorator(spec, plans) };
     return generate(engine, clock, job, reply, { firstToken: (ms) => exporter.ttft.observe(ms / 1000) });
   };
 
+  // vLLM's --api-key guards the /v1 routes; /health, /metrics, /tokenize and the rest stay open.
+  if (options.apiKey !== undefined) {
+    const expected = `Bearer ${options.apiKey}`;
+    app.addHook('onRequest', async (request, reply) => {
+      if (request.url.startsWith('/v1') && request.headers.authorization !== expected) return reply.code(401).send({ error: 'Unauthorized' });
+    });
+  }
+
   app.post('/v1/chat/completions', async (request, reply) => runGeneration(parseChatBody(request.body), reply));
+
+  const stored = new ResponseStore();
+  app.post('/v1/responses', async (request, reply) => {
+    const spec = parseResponsesBody(request.body, stored);
+    const model = spec.model ?? servedName;
+    const body = request.body as Record<string, unknown>;
+    const generation: GenerationSpec = { kind: 'chat', model: spec.model, prompts: [promptOf(spec.messages)], chat: chatInput(body, spec.messages), maxTokens: spec.maxTokens, stream: spec.stream, includeUsage: false, n: 1, body };
+    return runGeneration(generation, reply, { format: () => responsesFormat(spec, model, stored) });
+  });
+  app.get('/v1/responses/:id', async (request) => {
+    const id = (request.params as { id: string }).id;
+    const entry = stored.get(id);
+    if (!entry) throw responseNotFound(id);
+    return entry.response;
+  });
+  app.post('/v1/messages', async (request, reply) => {
+    const spec = parseMessagesBody(request.body);
+    const model = spec.model ?? servedName;
+    const body = request.body as Record<string, unknown>;
+    const generation: GenerationSpec = { kind: 'chat', model: spec.model, prompts: [promptOf(spec.messages)], chat: chatInput(body, spec.messages), maxTokens: spec.maxTokens, stream: spec.stream, includeUsage: false, n: 1, body };
+    return runGeneration(generation, reply, { stops: spec.stopSequences, format: (_head, promptTokens, plan) => messagesFormat(model, plan?.stopString ?? null, promptTokens) });
+  });
+  registerPoolingRoutes(app, models, servedName);
   app.post('/v1/completions', async (request, reply) => runGeneration(parseCompletionBody(request.body), reply));
 
   app.post('/v1/embeddings', async (request) => {
