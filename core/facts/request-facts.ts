@@ -130,6 +130,10 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
     const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
     if (!match) return rejection('invalid_api_key', 'The Authorization header must be "Bearer <api key>".');
     apiKeyHash = sha256Hex(match[1]);
+  } else if (input.apiKeyHash === undefined) {
+    // Anthropic's clients send their key as x-api-key.
+    const anthropicKey = header(input.headers, 'x-api-key');
+    if (anthropicKey) apiKeyHash = sha256Hex(anthropicKey.trim());
   }
 
   const priorityHeader = header(input.headers, 'x-priority');

@@ -92,7 +92,7 @@ export function errorHandler(error: FastifyError, request: FastifyRequest, reply
 }
 
 export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): void {
-  const r = rejection('route_not_found', `No route ${request.method} ${request.url.split('?')[0]}. The router serves /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/models.`);
+  const r = rejection('route_not_found', `No route ${request.method} ${request.url.split('?')[0]}. The router serves /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages, /v1/models and vLLM's other routes (tokenize, rerank, score, pooling, classify, audio; docs/serving.md lists them).`);
   logRefusal(request.log, budgets.notFound, { status: 404, method: request.method, path: pathOf(request.url) }, 'no such route');
   reply.code(404).headers(rejectionHeaders(r, request.id)).send(errorBody(r));
 }

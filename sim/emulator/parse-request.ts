@@ -116,6 +116,8 @@ export function parseCompletionBody(raw: unknown): GenerationSpec {
   let prompts: string[];
   if (typeof prompt === 'string') prompts = [prompt];
   else if (Array.isArray(prompt) && prompt.length > 0 && prompt.every((p) => typeof p === 'string')) prompts = prompt as string[];
+  // prompt_embeds (vLLM --enable-prompt-embeds): a base64 tensor the emulator does not decode; one short prompt per tensor.
+  else if (prompt === undefined && (typeof body.prompt_embeds === 'string' || Array.isArray(body.prompt_embeds))) prompts = Array.isArray(body.prompt_embeds) ? body.prompt_embeds.map(() => '') : [''];
   else throw badRequest('`prompt` must be a string or a non-empty array of strings', 'prompt');
   // max_tokens 0 with echo scores the prompt and generates nothing (vLLM accepts it).
   const echoOnly = body.max_tokens === 0 && body.echo === true;

@@ -44,7 +44,7 @@ const refused: [string, string, RegExp][] = [
   ['a size written as 16k against a number', '{ fact: promptTokens, operator: greaterThan, value: 16k }', /^rules\.yaml:5:\d+: rule "p": promptTokens is a number; "16k" is not one \(write 16000, not 16k\)$/],
   ['a word against a number', '{ fact: maxTokens, operator: equal, value: "sixteen-thousand" }', /rule "p": maxTokens is a number; "sixteen-thousand" is not one$/],
   ['a misspelt enum value, with a suggestion', '{ fact: priority, operator: equal, value: bach }', /^rules\.yaml:5:\d+: rule "p": priority is one of interactive, batch; "bach" is not \(did you mean "batch"\?\)$/],
-  ['an unknown endpoint in a list', '{ fact: endpoint, operator: in, value: [chat, images] }', /rule "p": endpoint is one of chat, completions, embeddings; "images" is not$/],
+  ['an unknown endpoint in a list', '{ fact: endpoint, operator: in, value: [chat, images] }', /rule "p": endpoint is one of chat, completions, embeddings, responses, messages, tokenize, detokenize, rerank, score, pooling, classify, transcriptions, translations; "images" is not$/],
   ['a quoted boolean', '{ fact: hasCode, operator: equal, value: "true" }', /rule "p": hasCode is true or false; "true" is not \(write true without quotes\)$/],
   ['a number comparison on a string', '{ fact: tenantTier, operator: greaterThan, value: 3 }', /rule "p": greaterThan compares numbers; tenantTier is a string$/],
   ['contains on a string', '{ fact: model, operator: contains, value: llama }', /rule "p": contains looks inside a list; model is a string \(use in: \[\.\.\.\] to match one of several values\)$/],
