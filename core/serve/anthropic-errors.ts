@@ -37,9 +37,12 @@ export function anthropicErrorEvent(r: Pick<Rejection, 'status' | 'message'>): s
   return `event: error\ndata: ${JSON.stringify(anthropicErrorBody(r))}\n\n`;
 }
 
-/** Fastify's errors before the route runs (bad JSON, a failed body schema) on /v1/messages. */
-export function anthropicErrorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
-  const r = toRejection(error, request.routeOptions?.bodyLimit);
-  if (r.status >= 500) request.log.error({ err: error }, 'unhandled error');
-  reply.code(r.status).headers(rejectionHeaders(r, request.id)).send(anthropicErrorBody(r));
+/** Fastify's errors before the route runs (bad JSON, a failed body schema) on /v1/messages; `refused` records a 4xx as every route does. */
+export function anthropicErrorHandler(refused: (request: FastifyRequest, r: Rejection) => void) {
+  return (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
+    const r = toRejection(error, request.routeOptions?.bodyLimit);
+    if (r.status >= 500) request.log.error({ err: error }, 'unhandled error');
+    reply.code(r.status).headers(rejectionHeaders(r, request.id)).send(anthropicErrorBody(r));
+    if (r.status < 500) refused(request, r);
+  };
 }

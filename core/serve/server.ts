@@ -26,7 +26,7 @@ import { writeRejection } from './rejections.ts';
 import { rejection } from '../errors.ts';
 import { modelsHandler } from './models-route.ts';
 import { proxyHandler, type PolicySource, type ProxyDeps } from './proxy.ts';
-import { registerVllmRoutes } from './vllm-routes.ts';
+import { registerVllmRoutes, VLLM_ROUTE_PATHS } from './vllm-routes.ts';
 import { DIRECT_REPLICAS, type ReplicaAddresses } from './replica-addresses.ts';
 import { RetryBudget } from './retry-budget.ts';
 import { SilenceWatch } from './silence.ts';
@@ -169,7 +169,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     ajv: { customOptions: { coerceTypes: false, useDefaults: false, removeAdditional: false, allErrors: false, allowUnionTypes: true } },
   });
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    const api = request.routeOptions?.url?.startsWith('/v1/') === true;
+    const api = request.routeOptions?.url?.startsWith('/v1/') === true || VLLM_ROUTE_PATHS.includes(request.routeOptions?.url ?? '');
     errorHandler(error, request, reply);
     // A request refused before its route ran still leaves a log line, a metric and a decision record.
     if (reply.statusCode < 500 && api) recordRefusal({ metrics, decisions }, request, toRejection(error, request.routeOptions.bodyLimit));

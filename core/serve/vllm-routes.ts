@@ -6,6 +6,7 @@ import { BODY_SCHEMAS, type Endpoint } from '../facts/request-schemas.ts';
 import { anthropicErrorHandler } from './anthropic-errors.ts';
 import { registerMultipartParser } from './multipart-body.ts';
 import { proxyHandler, type ProxyDeps } from './proxy.ts';
+import { recordRefusal } from './refusals.ts';
 import { ANTHROPIC_ROUTE, MULTIPART_ROUTE, OPENAI_ROUTE, RESPONSES_ROUTE, type RouteShape } from './route-shapes.ts';
 
 const JSON_ROUTES: readonly (readonly [path: string, endpoint: Endpoint, shape: RouteShape])[] = [
@@ -33,8 +34,9 @@ export const VLLM_ROUTE_PATHS: readonly string[] = [...JSON_ROUTES.map(([path]) 
 
 /** `early`: the checks every proxied route runs on the head, before its body is read. */
 export function registerVllmRoutes(app: FastifyInstance, deps: ProxyDeps, audioBodyLimit: number, early?: onRequestHookHandler): void {
+  const anthropicErrors = anthropicErrorHandler((request, r) => recordRefusal(deps, request, r));
   for (const [path, endpoint, shape] of JSON_ROUTES) {
-    const errorHandler = shape === ANTHROPIC_ROUTE ? anthropicErrorHandler : undefined;
+    const errorHandler = shape === ANTHROPIC_ROUTE ? anthropicErrors : undefined;
     app.post(path, { ...(early ? { onRequest: early } : {}), schema: { body: BODY_SCHEMAS[endpoint] }, ...(errorHandler ? { errorHandler } : {}) }, proxyHandler(deps, endpoint, path, shape));
   }
   registerMultipartParser(app, audioBodyLimit);
