@@ -74,7 +74,7 @@ test('without the key the engine\'s 401 reaches the client; a reload that names 
     const error = await t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 }).catch((e: unknown) => e);
     assert.ok(error instanceof OpenAI.AuthenticationError, String(error));
     writeFileSync(join(dir, 'pools.yaml'), pools('    api_key_env: SY_TEST_ENGINE_KEY\n'));
-    const reload = await json(await fetch(`${t.adminUrl}/admin/reload`, { method: 'POST' }));
+    const reload = await json(await fetch(`${t.adminUrl}/admin/reload`, { method: 'POST', headers: { 'x-switchyard-admin': '1' } }));
     assert.equal(reload.result, 'live');
     const chat = await t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 });
     assert.equal(chat.usage?.completion_tokens, 2);
