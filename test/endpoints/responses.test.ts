@@ -93,6 +93,25 @@ test('the follow-up decision is traced: the replica holding the previous respons
   assert.equal(decision.replica, home);
 });
 
+test('a follow-up reaches its engine even while that replica is drained', async () => {
+  const first = await clients[0].responses.create({ model: 'tiny', input: 'Keep going', max_output_tokens: 3 }).withResponse();
+  const home = first.response.headers.get('x-switchyard-replica')!;
+  const drain = (draining: boolean) =>
+    fetch(`${routers[1].adminUrl}/admin/replicas/${home}/drain`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ draining }) });
+  assert.equal((await drain(true)).status, 200);
+  try {
+    const next = await clients[1].responses.create({ model: 'tiny', input: 'More', previous_response_id: first.data.id, max_output_tokens: 3 }).withResponse();
+    assert.equal(next.response.headers.get('x-switchyard-replica'), home);
+    // New conversations avoid it.
+    for (let i = 0; i < 4; i++) {
+      const fresh = await clients[1].responses.create({ model: 'tiny', input: `New ${i}`, max_output_tokens: 2 }).withResponse();
+      assert.notEqual(fresh.response.headers.get('x-switchyard-replica'), home);
+    }
+  } finally {
+    await drain(false);
+  }
+});
+
 test('when the engine that stored a response is gone from the policy, the router answers 404 as vLLM does', async () => {
   const first = await clients[0].responses.create({ model: 'tiny', input: 'Remember this', max_output_tokens: 3 }).withResponse();
   const home = Number(first.response.headers.get('x-switchyard-replica')!.slice(1));
