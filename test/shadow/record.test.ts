@@ -178,3 +178,14 @@ test('switchyard sim --replay runs the recording through a candidate policy and 
   const both = await run(['sim', '--replay', file, '--workload', 'x.yaml']);
   assert.equal(both.code, 2);
 });
+
+test('serve refuses an invalid --shadow directory at start (exit 1, every problem) and a bad --shadow-sample (exit 2)', async () => {
+  const broken = writePolicyDir({ ...longPromptPolicyFiles(), 'rules.yaml': 'kind: rules\npool_rules: { default_pool: nowhere, rules: [] }\n' }, 'serve-bad');
+  const bad = await run(['serve', '--port', '0', '--admin-port', '0', '--policies', writePolicyDir(livePolicyFiles(), 'serve-live'), '--shadow', broken]);
+  assert.equal(bad.code, 1);
+  assert.match(bad.stderr, /rules\.yaml:\d+:\d+: .*nowhere/);
+  assert.match(bad.stderr, /the shadow policies in .* are invalid; nothing was started/);
+  const sample = await run(['serve', '--port', '0', '--admin-port', '0', '--shadow-sample', '1.5']);
+  assert.equal(sample.code, 2);
+  assert.match(sample.stderr, /--shadow-sample must be a number from 0 to 1/);
+});
