@@ -14,8 +14,8 @@ function scramble(k: number): number {
   return Math.imul(k, 0x1b873593);
 }
 
-/** MurmurHash3's step for one whole 32-bit block. */
-function step(h: number, k: number): number {
+/** MurmurHash3's step for one whole 32-bit block (exported for core's own chained keys, not by the SDK's index). */
+export function step(h: number, k: number): number {
   h ^= scramble(k);
   h = (h << 13) | (h >>> 19);
   return (Math.imul(h, 5) + 0xe6546b64) | 0;
@@ -52,7 +52,8 @@ export function mixHashes(a: number, b: number): number {
   return (h ^ (h >>> 16)) >>> 0;
 }
 
-function finalize(h: number): number {
+/** MurmurHash3's final mix (the length already folded in by the caller). */
+export function finalize(h: number): number {
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;

@@ -9,31 +9,14 @@
 //
 // A name is a 52-bit integer (two 32-bit MurmurHash3 lanes, exact in a double):
 // a false match between two different prefixes is about one in 2^52 per pair.
-import { hashString } from '../../sdk/hashing.ts';
+import { finalize, hashString, step } from '../../sdk/hashing.ts';
 
 const LANE_A = 0x9747b28c;
 const LANE_B = 0x5bd1e995;
 
-function scramble(k: number): number {
-  k = Math.imul(k, 0xcc9e2d51);
-  k = (k << 15) | (k >>> 17);
-  return Math.imul(k, 0x1b873593);
-}
-
-function step(h: number, k: number): number {
-  h ^= scramble(k);
-  h = (h << 13) | (h >>> 19);
-  return (Math.imul(h, 5) + 0xe6546b64) | 0;
-}
-
-function finalize(h: number, length: number): number {
-  h ^= length;
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
+/** MurmurHash3's final mix over a block of `length` tokens. */
+function finalizeBlock(h: number, length: number): number {
+  return finalize(h ^ length);
 }
 
 /** Two 32-bit hashes as one 52-bit name. */
@@ -67,7 +50,7 @@ export function chainKey(parent: number, tokens: ArrayLike<number>, start: numbe
     b = step(b, t ^ 0x5f356495);
   }
   const n = end - start;
-  return join(finalize(b, n), finalize(a, n));
+  return join(finalizeBlock(b, n), finalizeBlock(a, n));
 }
 
 /**
