@@ -48,28 +48,19 @@ export class ReplicaClient {
    * `readBody` false drains the body unread (health checks).
    */
   async get(path: string, signal: AbortSignal, readBody = true): Promise<ReplicaAnswer> {
-    const deadline = new AbortController();
-    const timer = setTimeout(() => deadline.abort(new Error(`no answer within ${this.timeoutMs} ms`)), this.timeoutMs);
-    timer.unref();
-    const onAbort = (): void => deadline.abort(signal.reason);
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
-    try {
+    return this.bounded(signal, async (deadline) => {
       const response = await this.pool.request({
         method: 'GET',
         path: this.basePath + path,
         headers: this.headers,
-        signal: deadline.signal,
+        signal: deadline,
       });
       if (!readBody) {
         await response.body.dump();
         return { status: response.statusCode, body: '' };
       }
       return { status: response.statusCode, body: await response.body.text() };
-    } finally {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', onAbort);
-    }
+    });
   }
 
   /**
@@ -79,14 +70,8 @@ export class ReplicaClient {
    * `page` is absent when the status is not 200.
    */
   async getMetrics(path: string, signal: AbortSignal, options: ParseOptions): Promise<{ status: number; page?: ParsedMetrics }> {
-    const deadline = new AbortController();
-    const timer = setTimeout(() => deadline.abort(new Error(`no answer within ${this.timeoutMs} ms`)), this.timeoutMs);
-    timer.unref();
-    const onAbort = (): void => deadline.abort(signal.reason);
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
-    try {
-      const response = await this.pool.request({ method: 'GET', path: this.basePath + path, headers: { accept: 'text/plain' }, signal: deadline.signal });
+    return this.bounded(signal, async (deadline) => {
+      const response = await this.pool.request({ method: 'GET', path: this.basePath + path, headers: this.headers, signal: deadline });
       if (response.statusCode !== 200) {
         await response.body.dump();
         return { status: response.statusCode };
@@ -111,6 +96,19 @@ export class ReplicaClient {
       }
       page.add(pending + decoder.decode());
       return { status: 200, page: page.result() };
+    });
+  }
+
+  /** Runs `request` with a signal that aborts at the client's timeout or with `signal`, whichever comes first. */
+  private async bounded<T>(signal: AbortSignal, request: (deadline: AbortSignal) => Promise<T>): Promise<T> {
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(new Error(`no answer within ${this.timeoutMs} ms`)), this.timeoutMs);
+    timer.unref();
+    const onAbort = (): void => deadline.abort(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      return await request(deadline.signal);
     } finally {
       clearTimeout(timer);
       signal.removeEventListener('abort', onAbort);
