@@ -27,6 +27,8 @@ export interface PoolSpec {
   readonly maxLoras?: number;
   readonly saturation?: { kv_usage?: number; queue_depth?: number };
   readonly capacity?: { queue_depth?: number; retry_after_s?: number };
+  /** pools.yaml shedding (docs/policies.md, "Shedding"); the loader's default when absent. */
+  readonly shedding?: { mode: 'probabilistic' | 'off'; exponent?: number; scale?: number };
   /** Replicas publish KV cache events (pools.yaml kv_events). */
   readonly kvEvents?: boolean;
 }
@@ -57,6 +59,7 @@ export function fleetPolicyFiles(spec: FleetPolicySpec): Record<string, string> 
       strategies: p.strategies,
       ...(p.saturation ? { saturation: p.saturation } : {}),
       ...(p.capacity ? { capacity: p.capacity } : {}),
+      ...(p.shedding ? { shedding: p.shedding } : {}),
       replicas: Array.from({ length: p.replicas }, (_, i) => ({
         id: `${p.name}-${i}`,
         url: `emulate://${p.profile ?? PROFILE}`,

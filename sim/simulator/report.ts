@@ -57,6 +57,7 @@ export function formatSummary(result: SimResult): string {
     ['tenant', result.tenants],
   ];
   if (Object.keys(result.classes).length > 1) sections.push(['class', result.classes]);
+  if (Object.keys(result.priorities).length > 1) sections.push(['priority', result.priorities]);
   const labels = sections.flatMap(([kind, groups]) => Object.keys(groups).map((k) => `${kind} ${k}`));
   const width = Math.max(20, ...labels.map((l) => l.length)) + 2;
   const lines: string[] = [];

@@ -112,6 +112,8 @@ export interface SimResult {
   readonly pools: Record<string, GroupSummary>;
   readonly tenants: Record<string, GroupSummary>;
   readonly classes: Record<string, GroupSummary>;
+  /** By the request's integer priority as decided ("0", "-1"; "(unresolved)" when refused before it was known). */
+  readonly priorities: Record<string, GroupSummary>;
   readonly replicas: readonly ReplicaSummary[];
   readonly files: readonly string[];
 }
@@ -193,6 +195,7 @@ class Simulation {
   readonly pools = new GroupedStats();
   readonly tenants = new GroupedStats();
   readonly classes = new GroupedStats();
+  readonly priorities = new GroupedStats();
   private readonly poolLabels = new Map<Pool, string>();
   private readonly singleModel: boolean;
   private readonly scrapeIntervalMs: number;
@@ -412,7 +415,7 @@ class Simulation {
 
   private groupsOf(spec: SimRequestSpec, decision: Decision): GroupStats[] {
     const pool = this.poolLabel(decision);
-    return [this.overall, this.pools.get(pool), this.tenants.get(decision.tenant ?? '(unknown)'), this.classes.get(spec.klass)];
+    return [this.overall, this.pools.get(pool), this.tenants.get(decision.tenant ?? '(unknown)'), this.classes.get(spec.klass), this.priorities.get(decision.priority === undefined ? '(unresolved)' : String(decision.priority))];
   }
 
   private onTimeline(intervalMs: number): void {
@@ -488,6 +491,7 @@ class Simulation {
       pools,
       tenants: this.tenants.summaries(),
       classes: this.classes.summaries(),
+      priorities: this.priorities.summaries(),
       replicas,
       files: this.files,
     };
