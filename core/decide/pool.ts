@@ -43,7 +43,8 @@ export function choosePool(
       return {
         rejected: rejection(
           'context_length_exceeded',
-          `This request needs about ${requiredTokens} tokens (prompt plus max_tokens), more than the ${largest} any pool of ${model} allows. Shorten the prompt or lower max_tokens.`,
+          // Worded as OpenAI's and vLLM's ("maximum context length"): clients (LangChain) recognise an overflow by it.
+          `This model's maximum context length is ${largest} tokens. However, you requested about ${requiredTokens} tokens (prompt plus max_tokens), more than any pool of ${model} allows. Shorten the prompt or lower max_tokens.`,
           { param: 'messages' },
         ),
         trace: { decidedBy: 'pool limits', reason: `${requiredTokens} tokens > max_model_len of every pool`, alternatives },

@@ -43,6 +43,8 @@ export interface QuotaStore {
   prepare?(tenant: string, cost: QuotaCost, limits: QuotaLimits, now: number): Promise<void> | undefined;
   /** A shared store reports its health to the router's metrics. */
   observe?(observer: QuotaStoreObserver): void;
+  /** What is left of the tenant's buckets now, for the x-ratelimit-remaining-* headers (undefined: unknown here). */
+  remaining?(tenant: string, limits: QuotaLimits, now: number): QuotaCost | undefined;
 }
 
 /** What a shared store reports: each failure by reason, going down or up, each fetch's time. */
@@ -106,6 +108,12 @@ export class MemoryQuotaStore implements QuotaStore {
     if (limits.tokensPerMinute === undefined || !Number.isFinite(tokens) || tokens === 0) return;
     const bucket = this.refill(tenant, limits, now);
     bucket.tokens = Math.min(limits.tokensPerMinute, Math.max(0, bucket.tokens + tokens));
+  }
+
+  remaining(tenant: string, limits: QuotaLimits, now: number): QuotaCost | undefined {
+    if (!hasQuota(limits)) return undefined;
+    const bucket = this.refill(tenant, limits, now);
+    return { requests: Math.max(0, Math.floor(bucket.requests)), tokens: Math.max(0, Math.floor(bucket.tokens)) };
   }
 }
 

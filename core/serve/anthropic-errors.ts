@@ -22,13 +22,13 @@ export function anthropicErrorBody(r: Pick<Rejection, 'status' | 'message'>): { 
   return { type: 'error', error: { type: TYPES[r.status] ?? (r.status < 500 ? 'invalid_request_error' : 'api_error'), message: r.message } };
 }
 
-export function writeAnthropicRejection(res: ServerResponse, r: Rejection, requestId: string): void {
+export function writeAnthropicRejection(res: ServerResponse, r: Rejection, requestId: string, extraHeaders: Record<string, string> = {}): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
   const body = JSON.stringify(anthropicErrorBody(r));
-  res.writeHead(r.status, { ...rejectionHeaders(r, requestId), 'content-length': String(Buffer.byteLength(body)) });
+  res.writeHead(r.status, { ...rejectionHeaders(r, requestId), ...extraHeaders, 'content-length': String(Buffer.byteLength(body)) });
   res.end(body);
 }
 

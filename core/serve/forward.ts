@@ -20,7 +20,7 @@ export type FailureCause = Exclude<UpstreamOutcome, 'success'>;
 export type AttemptResult =
   | { readonly kind: 'done'; readonly status: number; readonly ttfbMs: number }
   /** Failed before anything reached the client: safe to retry elsewhere. */
-  | { readonly kind: 'retryable'; readonly cause: FailureCause; readonly detail: string; readonly status?: number }
+  | { readonly kind: 'retryable'; readonly cause: FailureCause; readonly detail: string; readonly status?: number; readonly retryAfter?: string }
   /** Failed after the first byte: the client got an error event or a cut connection. */
   | { readonly kind: 'broken'; readonly cause: FailureCause; readonly detail: string; readonly ttfbMs: number }
   /**
@@ -196,7 +196,9 @@ class Attempt implements Dispatcher.DispatchHandler {
     clearTimeout(this.timer);
     if (statusCode >= 500) {
       // Settle before abort(): undici calls onResponseError from inside it.
-      this.settle({ kind: 'retryable', cause: 'status_5xx', detail: `engine answered ${statusCode}`, status: statusCode });
+      // The engine's own Retry-After is kept: the client hears it if no other replica answers.
+      const retryAfter = headers['retry-after'];
+      this.settle({ kind: 'retryable', cause: 'status_5xx', detail: `engine answered ${statusCode}`, status: statusCode, retryAfter: typeof retryAfter === 'string' ? retryAfter : undefined });
       c.abort(new Error(`engine answered ${statusCode}`));
       return;
     }

@@ -14,12 +14,24 @@ interface ModelCard {
   created: number;
   owned_by: string;
   parent?: string;
+  /** As vLLM lists it: the longest prompt plus output any pool of the model takes. */
+  max_model_len?: number;
   switchyard?: Record<string, unknown>;
+}
+
+/** When this router started: what `created` says (vLLM's is its own start time too). */
+const STARTED_S = Math.floor(Date.now() / 1000);
+
+/** { max_model_len }: the largest of the model's pools; nothing when no pool sets one. */
+function lengthOf(snapshot: Snapshot, model: string): { max_model_len?: number } {
+  let max: number | undefined;
+  for (const pool of snapshot.pools) if (pool.model === model && pool.maxModelLen !== undefined) max = Math.max(max ?? 0, pool.maxModelLen);
+  return max === undefined ? {} : { max_model_len: max };
 }
 
 
 export function listModels(snapshot: Snapshot, tenant: Tenant): ModelCard[] {
-  const created = 0;
+  const created = STARTED_S;
   const allowed = (id: string) => !tenant.allowedModels || tenant.allowedModels.has(id);
   const cards: ModelCard[] = [];
   for (const model of snapshot.models.values()) {
@@ -29,12 +41,13 @@ export function listModels(snapshot: Snapshot, tenant: Tenant): ModelCard[] {
       object: 'model',
       created,
       owned_by: 'switchyard',
+      ...lengthOf(snapshot, model.id),
       switchyard: model.cold ? { kind: 'model', cold: true } : { kind: 'model', versions: model.versions.map((v) => v.version) },
     });
   }
   for (const alias of snapshot.aliases.values()) {
     if (alias.model !== undefined) {
-      if (allowed(alias.model)) cards.push({ id: alias.name, object: 'model', created, owned_by: 'switchyard', switchyard: { kind: 'alias', model: alias.model } });
+      if (allowed(alias.model)) cards.push({ id: alias.name, object: 'model', created, owned_by: 'switchyard', ...lengthOf(snapshot, alias.model), switchyard: { kind: 'alias', model: alias.model } });
     } else if (firstAllowed(tenant, alias.cascade.models) !== undefined) {
       cards.push({ id: alias.name, object: 'model', created, owned_by: 'switchyard', switchyard: { kind: 'cascade', cascade: alias.cascade.name } });
     }

@@ -31,6 +31,7 @@ import { notifyDecided, notifyEnded, type RequestObserver } from './request-obse
 import { UpstreamBody } from './upstream-body.ts';
 import { UsageSettlement } from './settle-usage.ts';
 import type { UsageTap } from './usage-tap.ts';
+import { rateLimitHeaders } from './ratelimit-headers.ts';
 import { clientTraceHeaders, NOTHING_PREPARED, OPENAI_ROUTE, type RouteShape } from './route-shapes.ts';
 
 /** Where requests get their snapshot: acquired at arrival, released when the response ends. */
@@ -140,7 +141,9 @@ async function route(
 
   if (!first.admitted) {
     if (first.action) deps.coldLoads.trigger(first.action.model, first.action.url, first.rejection.retryAfterS ?? 60);
-    reject(deps, request, res, first, shape);
+    const limits = first.tenant === undefined ? undefined : snapshot.tenantsById.get(first.tenant)?.quotas;
+    const quotaHeaders = limits && first.rejection.code === 'quota_exceeded' ? rateLimitHeaders(deps.env.quota, first.tenant!, limits, deps.env.now()) : [];
+    reject(deps, request, res, first, shape, quotaHeaders);
     traced?.end(first.status, 'rejected');
     if (observed) notifyEnded(observers, request.log, observed, first, snapshot, { outcome: 'rejected', status: first.status, durationMs: performance.now() - t0, attempts: 0 });
     return;
@@ -183,7 +186,8 @@ async function route(
       if (!retry.admitted) {
         // Nowhere left to go: every other replica is out or failed this request.
         metrics.retriesRefused.inc({ pool: pool.key, reason: 'no_replica' });
-        const none = rejection('no_healthy_replica', `No other replica of pool ${decision.pool} could take the request after ${failureText(result)}. Retry after 2 s.`, { retryAfterS: 2 });
+        const wait = Math.max(2, engineRetryAfterS(result) ?? 0);
+        const none = rejection('no_healthy_replica', `No other replica of pool ${decision.pool} could take the request after ${failureText(result)}. Retry after ${wait} s.`, { retryAfterS: wait });
         reject(deps, request, res, { ...retry, rejection: none, status: none.status, reason: none.message }, shape);
         traced?.end(none.status, 'upstream_error');
         if (observed) notifyEnded(observers, request.log, observed, decision, snapshot, { outcome: 'upstream_error', status: none.status, durationMs: performance.now() - t0, attempts });
@@ -256,7 +260,7 @@ async function send(
   const endStream = stream ? deps.fleet.startStream?.(replica.id) : undefined;
   deps.metrics.decisions.inc({ pool: pool.key, replica: replica.id, strategy: decision.strategy });
   const started = performance.now();
-  const headers = ['x-request-id', request.id, 'x-switchyard-model', `${decision.model}@${decision.version}`];
+  const headers = ['x-request-id', request.id, 'x-switchyard-model', `${decision.model}@${decision.version}`, ...rateLimitHeaders(deps.env.quota, decision.tenant, decision.tenantRef.quotas, deps.env.now())];
   // Where it went and why are opt-in (settings or tenant decision_headers: full): replica ids and plugin reasons stay in.
   if ((snapshot.tenantsById.get(decision.tenant)?.decisionHeaders ?? snapshot.settings.decisionHeaders) === 'full') {
     headers.push('x-switchyard-pool', pool.name, 'x-switchyard-replica', replica.id, 'x-switchyard-reason', asciiHeader(decision.reason), 'x-switchyard-policy', String(snapshot.generation));
@@ -339,11 +343,13 @@ async function send(
   }
 }
 
-function reject(deps: ProxyDeps, request: FastifyRequest, res: FastifyReply['raw'], decision: Rejected, shape: RouteShape): void {
+function reject(deps: ProxyDeps, request: FastifyRequest, res: FastifyReply['raw'], decision: Rejected, shape: RouteShape, extraHeaders: readonly string[] = []): void {
   const r = decision.rejection;
   countRejection(deps.metrics, decision);
   countShed(deps.metrics, decision);
-  shape.writeError(res, r, request.id);
+  const extra: Record<string, string> = {};
+  for (let i = 0; i < extraHeaders.length; i += 2) extra[extraHeaders[i]] = extraHeaders[i + 1];
+  shape.writeError(res, r, request.id, extra);
   request.log.info({ status: r.status, reject: r.code, model: decision.model, pool: decision.pool }, 'rejected');
 }
 
@@ -370,7 +376,16 @@ function outcomeOf(result: AttemptResult): string {
 /** What a client is told when no attempt got an answer (without the engine's own words: they may name hosts). */
 function failureRejection(result: Extract<AttemptResult, { kind: 'retryable' }>): Rejection {
   const text = failureText(result);
+  const engineWait = engineRetryAfterS(result);
+  if (engineWait !== undefined) return { ...rejection('upstream_error', `The model server is unavailable (${text}). Retry after ${engineWait} s.`, { retryAfterS: engineWait }), status: 503, type: 'service_unavailable_error' };
   return result.cause === 'timeout' ? rejection('upstream_timeout', `The model server did not answer in time (${text}).`) : rejection('upstream_error', `The model server failed before answering (${text}).`);
+}
+
+/** The Retry-After (whole seconds, up to a day) of an engine's 503, when it sent one. */
+function engineRetryAfterS(result: Extract<AttemptResult, { kind: 'retryable' }>): number | undefined {
+  if (result.status !== 503 || result.retryAfter === undefined || !/^\d{1,5}$/.test(result.retryAfter.trim())) return undefined;
+  const seconds = Number(result.retryAfter.trim());
+  return seconds <= 86_400 ? seconds : undefined;
 }
 
 function failureText(result: Extract<AttemptResult, { kind: 'retryable' }>): string {

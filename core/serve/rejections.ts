@@ -3,13 +3,20 @@
 import type { ServerResponse } from 'node:http';
 import { errorBody, type Rejection } from '../errors.ts';
 
+/** Longer than this (openai's own cap on honouring Retry-After), a client's automatic retry is pointless. */
+export const MAX_RETRY_WORTH_WAITING_S = 60;
+
 export function rejectionHeaders(r: Rejection, requestId: string): Record<string, string> {
   const headers: Record<string, string> = {
     'content-type': 'application/json; charset=utf-8',
     'x-request-id': requestId,
     'x-switchyard-reject-reason': r.code,
   };
-  if (r.retryAfterS !== undefined && (r.status === 429 || r.status === 503)) headers['retry-after'] = String(r.retryAfterS);
+  if (r.retryAfterS !== undefined && (r.status === 429 || r.status === 503)) {
+    headers['retry-after'] = String(r.retryAfterS);
+    // SDKs retry within seconds whatever a long Retry-After says; openai's and LlamaIndex's stop on this.
+    if (r.retryAfterS > MAX_RETRY_WORTH_WAITING_S) headers['x-should-retry'] = 'false';
+  }
   return headers;
 }
 

@@ -24,7 +24,7 @@ export interface Prepared {
 }
 
 export interface RouteShape {
-  writeError(res: ServerResponse, r: Rejection, requestId: string): void;
+  writeError(res: ServerResponse, r: Rejection, requestId: string, extraHeaders?: Record<string, string>): void;
   /** How a stream that breaks after its first byte ends (default: OpenAI's error event). */
   readonly errorEvent?: (r: Rejection) => string;
   prepare?(body: Body, snapshot: Snapshot): Prepared;
