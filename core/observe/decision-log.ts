@@ -5,6 +5,7 @@
 // name, a long header echoed in an error) is kept whole.
 import { decisionJson, type Decision } from '../decide/decide.ts';
 import type { DecisionTrace, StepTrace, TraceAlternative } from '../decide/trace.ts';
+import type { RequestFacts } from '../facts/request-facts.ts';
 import { DecisionStream } from './decision-stream.ts';
 
 export interface LoggedDecision {
@@ -19,6 +20,9 @@ export interface LoggedDecision {
   /** Set when the request was retried, failed upstream, or ended. */
   outcome?: string;
 }
+
+/** What the request was, beside what was decided: the explorer's conversation, endpoint and stream columns. */
+export type RequestSummary = Pick<RequestFacts, 'conversationId' | 'endpoint' | 'stream'>;
 
 export const MAX_STRING_CHARS = 1024;
 /** Deeper values are summarized: the trace is a few levels deep, and plugins add notes, not trees. */
@@ -55,9 +59,17 @@ export class DecisionLog {
     this.sizes = new Array<number>(this.capacity).fill(0);
   }
 
-  add(decision: Decision, now = Date.now()): LoggedDecision {
+  /** `request` is absent for a request refused before its facts were read. */
+  add(decision: Decision, request?: RequestSummary, now = Date.now()): LoggedDecision {
     this.measured = ENTRY_BYTES;
-    const entry: LoggedDecision = { at: now, decision: this.boundedDecision(decisionJson(decision)) };
+    const json = this.boundedDecision(decisionJson(decision));
+    if (request) {
+      json.endpoint = request.endpoint;
+      json.stream = request.stream;
+      // A client's header: cut like every other string.
+      json.conversationId = request.conversationId === undefined ? null : this.boundedString(request.conversationId);
+    }
+    const entry: LoggedDecision = { at: now, decision: json };
     const size = this.measured;
     // Make room: the oldest go first, then (full ring) the slot this entry takes.
     while (this.count > 0 && (this.bytes + size > this.maxBytes || this.count === this.capacity)) this.dropOldest();

@@ -133,7 +133,7 @@ async function route(
   commit(first, deps.env, hooks);
   const decided = performance.now();
   metrics.decisionSeconds.observe((decided - t0 - waitedMs) / 1000);
-  deps.decisions.add(first);
+  deps.decisions.add(first, 'code' in facts ? undefined : facts);
   const observers = deps.observers ?? [];
   const observed = observers.length > 0 && !('code' in facts) ? facts : undefined;
   if (observed) notifyDecided(observers, request.log, observed, first, snapshot);
@@ -182,7 +182,7 @@ async function route(
       (tried ??= new Set()).add(decision.replica);
       const retry = decide(facts as RequestFacts, snapshot, deps.fleet, deps.env, { excludeReplicas: tried, quotaTaken: true, pinnedReplica: prepared.pinnedReplica });
       commit(retry, deps.env, hooks);
-      deps.decisions.add(retry);
+      deps.decisions.add(retry, facts as RequestFacts);
       if (!retry.admitted) {
         // Nowhere left to go: every other replica is out or failed this request.
         metrics.retriesRefused.inc({ pool: pool.key, reason: 'no_replica' });

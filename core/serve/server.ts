@@ -350,11 +350,12 @@ function requestIdGenerator() {
 
 function routerState(policy: ServedPolicy, fleet: LiveFleet, coldLoads: ColdLoads): Record<string, unknown> {
   const snapshot = policy.current();
-  const poolOf = new Map<string, string>();
-  for (const pool of snapshot.pools) for (const r of pool.replicas) poolOf.set(r.id, pool.key);
+  const specOf = new Map<string, { pool: string; adapters: readonly string[] }>();
+  for (const pool of snapshot.pools) for (const r of pool.replicas) specOf.set(r.id, { pool: pool.key, adapters: r.adapters });
   return {
     policy: { generation: snapshot.generation, hash: snapshot.hash, files: snapshot.files, ...(policy.status?.() ?? {}) },
-    replicas: fleet.list().map((r) => ({ pool: poolOf.get(r.id) ?? null, ...r })),
+    // configuredAdapters: what the policy gives the replica; an idle engine reports no adapter loaded.
+    replicas: fleet.list().map((r) => ({ pool: specOf.get(r.id)?.pool ?? null, configuredAdapters: specOf.get(r.id)?.adapters ?? [], ...r })),
     coldLoads: coldLoads.pendingLoads(),
   };
 }
