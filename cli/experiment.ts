@@ -1,4 +1,4 @@
-// `switchyard experiment NAME --out DIR`: one of the experiments B–F and H
+// `switchyard experiment NAME --out DIR`: one of the experiments B–F, H and I
 // (docs/experiments.md) in the simulator, written as CSV, SVG plots and a summary.
 import { parseArgs } from 'node:util';
 import { writeReport } from '../sim/experiments/experiment.ts';

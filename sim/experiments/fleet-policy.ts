@@ -27,6 +27,9 @@ export interface PoolSpec {
   readonly maxLoras?: number;
   readonly saturation?: { kv_usage?: number; queue_depth?: number };
   readonly capacity?: { queue_depth?: number; retry_after_s?: number };
+  /** pools.yaml token_load and load_score (docs/policies.md, "Load in tokens"). */
+  readonly tokenLoad?: { full_prefill_tokens: number };
+  readonly loadScore?: Record<string, number>;
   /** pools.yaml shedding (docs/policies.md, "Shedding"); the loader's default when absent. */
   readonly shedding?: { mode: 'probabilistic' | 'off'; exponent?: number; scale?: number };
   /** Replicas publish KV cache events (pools.yaml kv_events). */
@@ -60,6 +63,8 @@ export function fleetPolicyFiles(spec: FleetPolicySpec): Record<string, string> 
       ...(p.saturation ? { saturation: p.saturation } : {}),
       ...(p.capacity ? { capacity: p.capacity } : {}),
       ...(p.shedding ? { shedding: p.shedding } : {}),
+      ...(p.tokenLoad ? { token_load: p.tokenLoad } : {}),
+      ...(p.loadScore ? { load_score: p.loadScore } : {}),
       replicas: Array.from({ length: p.replicas }, (_, i) => ({
         id: `${p.name}-${i}`,
         url: `emulate://${p.profile ?? PROFILE}`,

@@ -86,6 +86,8 @@ class ViewState implements ReplicaState {
   readonly numGpuBlocks: number;
   readonly kvCapacityTokens: number;
   inFlight = 0;
+  /** Prompt tokens this router sent that have not had their first token yet, as serve counts them. */
+  prefillTokens = 0;
 
   constructor(readonly replica: SimReplica) {
     this.maxLoras = replica.profile.maxLoras;
@@ -125,6 +127,16 @@ export class RouterView implements FleetView {
 
   release(id: string): void {
     this.states.get(id)!.inFlight--;
+  }
+
+  /** The whole prompt counts (the router cannot know what the engine's cache holds) until its first token. */
+  startPrefill(id: string, tokens: number): void {
+    this.states.get(id)!.prefillTokens += tokens;
+  }
+
+  endPrefill(id: string, tokens: number): void {
+    const state = this.states.get(id)!;
+    state.prefillTokens = Math.max(0, state.prefillTokens - tokens);
   }
 }
 

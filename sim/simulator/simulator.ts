@@ -174,6 +174,7 @@ class Admitted implements EngineRequest {
   }
 
   onFirstToken(t: number): void {
+    if (Number.isNaN(this.firstTokenAt)) this.router.view.endPrefill(this.replica.id, this.promptTokens);
     this.firstTokenAt = t;
   }
 
@@ -376,6 +377,7 @@ class Simulation {
     }
     if (decision.adapter !== undefined) replica.usesAdapters = true;
     router.view.acquire(replica.id);
+    router.view.startPrefill(replica.id, spec.promptTokens);
     this.inFlight++;
   }
 
@@ -383,6 +385,7 @@ class Simulation {
     const { spec, decision, router, replica } = request;
     this.lastActivityAt = t;
     router.view.release(replica.id);
+    if (Number.isNaN(request.firstTokenAt)) router.view.endPrefill(replica.id, request.promptTokens);
     this.inFlight--;
     const pool = decision.poolRef;
     complete(decision, true);

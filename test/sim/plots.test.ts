@@ -29,10 +29,11 @@ const SERIES: Record<string, (rows: readonly Record<string, string | number>[]) 
   'long-context': (rows) => [...new Set(rows.map((r) => String(r.strategy))), 'one pool', 'segregated'],
   lora: (rows) => [...new Set(rows.map((r) => `${r.rate} req/s`))],
   priority: () => ['shedding on', 'shedding off'],
+  'token-load': () => ['KV-usage valve', 'token valve + score'],
 };
 
 test('every experiment plot: no label cut off, and a visible legend swatch for every series', { timeout: 300_000 }, async () => {
-  assert.equal(EXPERIMENTS.length, 6);
+  assert.equal(EXPERIMENTS.length, 7);
   for (const experiment of EXPERIMENTS) {
     const report = experiment.run({ seed: 1, scale: 0.001, log: () => {}, registry: builtinRegistry });
     assert.ok(report.plots.length > 0, `${experiment.name} has a plot`);
