@@ -141,8 +141,8 @@ async function route(
 
   if (!first.admitted) {
     if (first.action) deps.coldLoads.trigger(first.action.model, first.action.url, first.rejection.retryAfterS ?? 60);
-    const limits = first.tenant === undefined ? undefined : snapshot.tenantsById.get(first.tenant)?.quotas;
-    const quotaHeaders = limits && first.rejection.code === 'quota_exceeded' ? rateLimitHeaders(deps.env.quota, first.tenant!, limits, deps.env.now()) : [];
+    const tenant = first.tenant === undefined ? undefined : snapshot.tenantsById.get(first.tenant);
+    const quotaHeaders = tenant && first.rejection.code === 'quota_exceeded' ? rateLimitHeaders(deps.env.quota, tenant.id, tenant.quotas, deps.env.now()) : [];
     reject(deps, request, res, first, shape, quotaHeaders);
     traced?.end(first.status, 'rejected');
     if (observed) notifyEnded(observers, request.log, observed, first, snapshot, { outcome: 'rejected', status: first.status, durationMs: performance.now() - t0, attempts: 0 });

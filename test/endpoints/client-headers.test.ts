@@ -73,7 +73,10 @@ test('a quota’d tenant sees x-ratelimit-limit/remaining/reset for requests and
     assert.match(first.get('x-ratelimit-reset-tokens') ?? '', /^(\d+ms|\d+s)$/);
     const second = (await ask()).response.headers;
     assert.equal(second.get('x-ratelimit-remaining-requests'), '1');
-    await ask();
+    // A stream carries them too (on its response headers, before the first chunk).
+    const streamed = await t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hello there' }], max_tokens: 4, stream: true }).withResponse();
+    assert.equal(streamed.response.headers.get('x-ratelimit-remaining-requests'), '0');
+    for await (const chunk of streamed.data) void chunk;
     // Out of requests: the 429 carries the same headers, remaining 0.
     await assert.rejects(ask(), (e: unknown) => {
       assert.ok(e instanceof APIError);
