@@ -65,8 +65,12 @@ export interface AttemptInput {
   readonly responseHeaders: readonly string[];
   /** Trace context for the engine (traceparent, tracestate), when tracing is on. */
   readonly traceHeaders?: Readonly<Record<string, string>>;
-  /** No first byte within `deadlineMs`: `onSilent` runs once (the request keeps waiting; silence.ts). */
-  readonly silence?: { readonly deadlineMs: number; onSilent(): void };
+  /**
+   * Before the first byte, `check` runs after `firstCheckMs`, then again after
+   * whatever delay it returns, until it returns undefined (it judged the
+   * silence; the request keeps waiting: silence.ts).
+   */
+  readonly silence?: { readonly firstCheckMs: number; check(): number | undefined };
   /** A client that reads nothing of the response for this long has it aborted, upstream too. */
   readonly sendTimeoutMs?: number;
   /** Reads the engine's usage as the response passes (usage-tap.ts); may remove the usage chunk the router asked for. */
@@ -100,6 +104,11 @@ export function attempt(input: AttemptInput): Promise<AttemptResult> {
       new Attempt(input, resolve),
     );
   });
+}
+
+/** A module function, not a closure per attempt: setTimeout passes the attempt. */
+function checkSilence(attempt: Attempt): void {
+  attempt.silenceCheck();
 }
 
 /**
@@ -141,7 +150,13 @@ class Attempt implements Dispatcher.DispatchHandler {
   ) {
     input.res.on('close', this.onClientClose);
     input.waiting.add(input.replica, this);
-    if (input.silence) this.timer = setTimeout(input.silence.onSilent, input.silence.deadlineMs).unref();
+    if (input.silence) this.timer = setTimeout(checkSilence, input.silence.firstCheckMs, this).unref();
+  }
+
+  /** The silence timer fired (checkSilence): judge, or wait on. */
+  silenceCheck(): void {
+    const next = this.input.silence!.check();
+    if (next !== undefined && !this.answered && !this.settled) this.timer = setTimeout(checkSilence, next, this).unref();
   }
 
   /**

@@ -286,16 +286,22 @@ async function send(
   const silenceKey: SilenceKey = { pool: pool.key, stream, tokenBudget };
   const attemptStart = performance.now();
   let silenced = false;
-  const deadlineMs = deps.silence?.deadlineMs(silenceKey, stream ? pool.upstream.streamHeadersTimeoutMs : pool.upstream.headersTimeoutMs);
+  const timeoutMs = stream ? pool.upstream.streamHeadersTimeoutMs : pool.upstream.headersTimeoutMs;
+  const firstCheck = deps.silence?.check(silenceKey, replica.id, attemptStart, 0, timeoutMs);
   const silence =
-    deadlineMs === undefined
+    firstCheck === undefined || typeof firstCheck !== 'number'
       ? undefined
       : {
-          deadlineMs,
-          onSilent: () => {
-            if (!deps.silence!.peersAnsweredSince(pool.key, replica.id, attemptStart)) return;
-            silenced = true;
-            deps.fleet.recordUpstream(replica.id, 'silence', pool, `no first byte within ${deadlineMs} ms while its peers answered`);
+          firstCheckMs: firstCheck,
+          check: (): number | undefined => {
+            const waitedMs = performance.now() - attemptStart;
+            const verdict = deps.silence!.check(silenceKey, replica.id, attemptStart, waitedMs, timeoutMs);
+            if (typeof verdict === 'number') return verdict;
+            if (verdict === 'silent') {
+              silenced = true;
+              deps.fleet.recordUpstream(replica.id, 'silence', pool, `no first byte within ${Math.round(waitedMs)} ms while its peers answered`);
+            }
+            return undefined;
           },
         };
   try {

@@ -9,8 +9,13 @@
 
 /** Answers kept per pool and kind: the deadline follows the last minute or so of traffic. */
 const SAMPLES = 64;
-/** Fewer answers than this in a pool and kind: no adaptive deadline yet (the pool's timeouts still hold). */
-const MIN_SAMPLES = 8;
+/**
+ * Fewer answers than this in a pool and kind: no adaptive deadline yet. Few
+ * are needed: the deadline is four times their 95th percentile (with so few,
+ * their slowest) per token of budget, never under the floor, and it takes
+ * three silences in a row to eject.
+ */
+const MIN_SAMPLES = 3;
 /** The deadline is this many times the peers' 95th percentile... */
 export const SILENCE_FACTOR = 4;
 /** ...and never shorter than this (an engine's GC pause, a burst of prefills). */
@@ -100,6 +105,24 @@ export class SilenceWatch {
     if (expected === undefined) return undefined;
     const deadline = Math.max(SILENCE_FLOOR_MS, SILENCE_FACTOR * expected);
     return deadline < timeoutMs ? Math.ceil(deadline) : undefined;
+  }
+
+  /**
+   * Whether an attempt without a first byte after `waitedMs` is silent now
+   * ('silent': its deadline passed and its peers answered meanwhile), when to
+   * ask again (ms: the deadline is still ahead, too few answers yet to
+   * judge, or its peers have not answered either), or 'never' (its deadline would come no earlier than the pool's own
+   * timeout). Asked again rather than fixed when the attempt starts: a pool
+   * just started (or just reloaded) has its answers a moment later.
+   */
+  check(key: SilenceKey, replica: string, startedAt: number, waitedMs: number, timeoutMs: number): number | 'silent' | 'never' {
+    if (SILENCE_FLOOR_MS >= timeoutMs) return 'never';
+    if (this.expectedMs(key) === undefined) return waitedMs < SILENCE_FLOOR_MS ? Math.ceil(SILENCE_FLOOR_MS - waitedMs) : SILENCE_FLOOR_MS;
+    const deadline = this.deadlineMs(key, timeoutMs);
+    if (deadline === undefined) return 'never';
+    if (waitedMs < deadline) return Math.ceil(deadline - waitedMs);
+    // Its peers are as slow (a pool under a burst): not a silence of its own, yet.
+    return this.peersAnsweredSince(key.pool, replica, startedAt) ? 'silent' : SILENCE_FLOOR_MS;
   }
 
   /** Whether a replica of the pool other than `replica` sent a first byte after `since` (performance.now()). */
