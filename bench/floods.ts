@@ -1,7 +1,9 @@
 // npm run bench:floods — the floods of docs/reliability.md ("Floods") against
 // a router in its own process: for each, the longest event-loop block in the
 // router, its peak RSS, and the latency of a normal chat sent every 100 ms
-// meanwhile. FLOOD_SECONDS sets each flood's length (default 5).
+// meanwhile. FLOOD_SECONDS sets each flood's length (default 5); FLOODS=TEXT
+// runs only the floods whose name contains TEXT; FLOOD_NODE_ARGS adds node
+// flags to the router's process (e.g. --cpu-prof to see where its time goes).
 import { fork, type ChildProcess } from 'node:child_process';
 import { connect, type Socket } from 'node:net';
 
@@ -16,7 +18,7 @@ interface Report {
 }
 
 function startRouter(env: Record<string, string> = {}): Promise<{ url: string; child: ChildProcess }> {
-  const child = fork(`${here}targets/flood-router.ts`, [], { execArgv: ['--import', 'tsx'], env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const child = fork(`${here}targets/flood-router.ts`, [], { execArgv: ['--import', 'tsx', ...(process.env.FLOOD_NODE_ARGS ?? '').split(' ').filter(Boolean)], env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
   return new Promise((resolve, reject) => {
     child.once('message', (m) => resolve({ url: (m as { url: string }).url, child }));
     child.once('exit', (code) => reject(new Error(`router exited with ${code}`)));
@@ -57,6 +59,7 @@ async function normalTraffic(url: string, stop: () => boolean): Promise<number[]
 }
 
 async function flood(name: string, env: Record<string, string>, run: (url: string, stop: () => boolean) => Promise<string | void>): Promise<void> {
+  if (process.env.FLOODS && !name.includes(process.env.FLOODS)) return;
   const { url, child } = await startRouter(env);
   try {
     await new Promise((resolve) => setTimeout(resolve, 1500)); // a few scrapes first
@@ -73,7 +76,10 @@ async function flood(name: string, env: Record<string, string>, run: (url: strin
       `${name.padEnd(44)} max block ${r.maxBlockMs.toFixed(0).padStart(4)} ms | peak rss ${r.peakRssMb.toFixed(0).padStart(4)} MB | normal chats p50 ${p50?.toFixed(1)} ms, max ${max === Infinity ? 'failed' : max?.toFixed(0)} ms, ${failed}/${latencies.length} failed${note ? ` | ${note}` : ''}`,
     );
   } finally {
-    child.kill();
+    await new Promise<void>((resolve) => {
+      child.once('exit', () => resolve());
+      child.kill('SIGINT'); // an orderly exit, so that --cpu-prof writes its profile
+    });
   }
 }
 

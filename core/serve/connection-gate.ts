@@ -68,7 +68,7 @@ export function installConnectionGate(server: Server, bounds: ConnectionBounds, 
       return;
     }
     perAddress.set(address, open);
-    (socket as Socket & { [STATE]?: ConnectionState })[STATE] = { pending: 0, tokens: bounds.maxRequestsPerConnectionPerSecond, refilledAt: performance.now() };
+    (socket as GatedSocket)[STATE] = { pending: 0, tokens: bounds.maxRequestsPerConnectionPerSecond, refilledAt: performance.now() };
     socket.once('close', () => {
       const left = (perAddress.get(address) ?? 1) - 1;
       if (left <= 0) perAddress.delete(address);
@@ -76,34 +76,73 @@ export function installConnectionGate(server: Server, bounds: ConnectionBounds, 
     });
   });
 
+  const rate = bounds.maxRequestsPerConnectionPerSecond;
+  /** Counts one more request on `socket`; false (and the connection closed) past a bound. */
+  const admit = (socket: GatedSocket): boolean => {
+    if (socket.destroyed) return false; // closed by the gate while node still parses its buffer
+    const state = socket[STATE];
+    if (!state) return true;
+    const now = performance.now();
+    state.tokens = Math.min(rate, state.tokens + ((now - state.refilledAt) * rate) / 1000);
+    state.refilledAt = now;
+    let bound: 'pipelined_requests' | 'request_rate' | undefined;
+    if (state.pending >= bounds.maxPipelinedRequests) bound = 'pipelined_requests';
+    else if (state.tokens < 1) bound = 'request_rate';
+    if (!bound) {
+      state.tokens -= 1;
+      return true;
+    }
+    events.closed(bound, socket.remoteAddress);
+    penalize(socket.remoteAddress ?? '');
+    socket.destroy();
+    return false;
+  };
+
+  // The check runs where node's parser hands over a request head, before node
+  // builds its response object or queues the request: past a bound, the
+  // parser is told to stop there (the rest of the buffer is never parsed), so
+  // a 64 KiB read of pipelined requests costs one request, not ~1,700 (each
+  // of which node would also abort with an error and a formatted stack trace
+  // when the socket closes). Where that hook is missing, the request listener
+  // below does the check, later and dearer.
+  server.on('connection', (socket: GatedSocket) => {
+    if (socket.destroyed || !socket[STATE]) return;
+    const parser = socket.parser;
+    const onIncoming = parser?.onIncoming;
+    if (!parser || typeof onIncoming !== 'function') return;
+    socket[HOOKED] = true;
+    parser.onIncoming = function gatedOnIncoming(this: unknown, ...args: unknown[]) {
+      if (!admit(socket)) return STOP_PARSING;
+      return onIncoming.apply(this, args);
+    };
+  });
+
   const handlers = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
   server.removeAllListeners('request');
-  const rate = bounds.maxRequestsPerConnectionPerSecond;
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    const socket = req.socket as Socket & { [STATE]?: ConnectionState };
+    const socket = req.socket as GatedSocket;
+    if (!socket[HOOKED] && !admit(socket)) return void stopParsing(socket);
+    if (socket.destroyed) return;
     const state = socket[STATE];
-    if (socket.destroyed) return; // closed by the gate while node still parses its buffer
     if (state) {
-      const now = performance.now();
-      state.tokens = Math.min(rate, state.tokens + ((now - state.refilledAt) * rate) / 1000);
-      state.refilledAt = now;
-      let bound: 'pipelined_requests' | 'request_rate' | undefined;
-      if (state.pending >= bounds.maxPipelinedRequests) bound = 'pipelined_requests';
-      else if (state.tokens < 1) bound = 'request_rate';
-      if (bound) {
-        events.closed(bound, socket.remoteAddress);
-        penalize(socket.remoteAddress ?? '');
-        stopParsing(socket);
-        socket.destroy();
-        return;
-      }
-      state.tokens -= 1;
       state.pending++;
       res.once('close', () => state.pending--);
     }
     for (const handler of handlers) handler.call(server, req, res);
   });
 }
+
+type GatedSocket = Socket & {
+  [STATE]?: ConnectionState;
+  [HOOKED]?: boolean;
+  parser?: { onIncoming?: ((...args: unknown[]) => unknown) | null; pause?: () => void } | null;
+};
+const HOOKED = Symbol('switchyard.connection.hooked');
+/**
+ * What node's request parser callback returns to llhttp to mean "no body,
+ * and stop parsing this buffer here" (the value it uses for an upgrade).
+ */
+const STOP_PARSING = 2;
 
 /**
  * Stops node's HTTP parser in the middle of the buffer it is executing:
@@ -113,7 +152,7 @@ export function installConnectionGate(server: Server, bounds: ConnectionBounds, 
  * The parser is node's internal llhttp binding; if a node version lacks it,
  * only this shortcut is lost.
  */
-function stopParsing(socket: Socket): void {
-  const parser = (socket as Socket & { parser?: { pause?: () => void } }).parser;
+function stopParsing(socket: GatedSocket): void {
+  const parser = socket.parser;
   if (typeof parser?.pause === 'function') parser.pause();
 }
