@@ -30,7 +30,6 @@ function memory(): { heap: number; rss: number } {
   const m = process.memoryUsage();
   return { heap: m.heapUsed, rss: m.rss };
 }
-const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(2)} MB`;
 const kb = (bytes: number) => `${(bytes / 1024).toFixed(1)} KB`;
 const rows: string[][] = [];
 

@@ -11,8 +11,7 @@ import random from './random.ts';
 import roundRobin from './round-robin.ts';
 import sessionAffinity from './session-affinity.ts';
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export const BUILTIN_STRATEGIES: readonly StrategyDefinition<any>[] = [
+export const BUILTIN_STRATEGIES: readonly StrategyDefinition<unknown>[] = [
   sessionAffinity,
   precisePrefix,
   prefixAffinity,

@@ -168,7 +168,7 @@ function readLabels(line: string, at: number): { labels: Record<string, string>;
     const labelName = line.slice(i, nameEnd);
     // A label called __proto__ would replace the object's prototype instead
     // of becoming a key; no engine writes one, so the line counts as bad.
-    if (labelName === '__proto__' || Object.prototype.hasOwnProperty.call(labels, labelName)) return undefined;
+    if (labelName === '__proto__' || Object.hasOwn(labels, labelName)) return undefined;
     i = skipBlanks(line, nameEnd);
     if (line.charCodeAt(i) !== 61 /* = */) return undefined;
     i = skipBlanks(line, i + 1);

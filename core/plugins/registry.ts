@@ -1,8 +1,8 @@
 // Strategies by registry name: what a pool's strategy chain refers to.
 import type { StrategyDefinition } from '../../sdk/index.ts';
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type AnyStrategy = StrategyDefinition<any>;
+// `unknown`, not `any`: create() is a method, so a definition of any config type is one.
+export type AnyStrategy = StrategyDefinition<unknown>;
 
 export interface StrategyRegistry {
   get(name: string): AnyStrategy | undefined;

@@ -10,7 +10,7 @@ import type { PluginLoader, PluginSet } from '../plugins/loader.ts';
 import type { StrategyRegistry } from '../plugins/registry.ts';
 import type { RoutingTable } from './routing-table.ts';
 import { checkSchema } from './schemas.ts';
-import { listPolicyFiles, parsePolicyText, type PolicySource } from './source.ts';
+import { listPolicyFiles, parsePolicyText } from './source.ts';
 import { type PolicyProblem, displayPath } from '../diagnostics/problem.ts';
 
 export interface PolicyFileText {

@@ -99,7 +99,7 @@ function eventEnd(data: Buffer, from: number): number {
   for (let i = from; i < data.length; i++) {
     const c = data[i];
     if (c !== 0x0a && c !== 0x0d) continue;
-    let j = c === 0x0d && data[i + 1] === 0x0a ? i + 2 : i + 1;
+    const j = c === 0x0d && data[i + 1] === 0x0a ? i + 2 : i + 1;
     const d = data[j];
     if (d === 0x0a) return j + 1;
     if (d === 0x0d) return data[j + 1] === 0x0a ? j + 2 : j + 1;

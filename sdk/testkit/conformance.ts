@@ -58,7 +58,7 @@ export interface PickTiming {
 const ADAPTERS = ['adapter-a', 'adapter-b', 'adapter-c'];
 
 /** Runs every check; returns the failures, empty when the strategy conforms. Never throws. */
-export function runConformance(definition: StrategyDefinition<any>, options: ConformanceOptions = {}): ConformanceFailure[] {
+export function runConformance(definition: StrategyDefinition<unknown>, options: ConformanceOptions = {}): ConformanceFailure[] {
   const failures: ConformanceFailure[] = [];
   const fail = (check: ConformanceCheck, message: string) => failures.push({ check, message });
 
@@ -157,7 +157,7 @@ export function runConformance(definition: StrategyDefinition<any>, options: Con
 }
 
 /** Runs the suite and throws an AssertionError listing every failure: for node:test, jest, vitest alike. */
-export function assertConformance(definition: StrategyDefinition<any>, options: ConformanceOptions = {}): void {
+export function assertConformance(definition: StrategyDefinition<unknown>, options: ConformanceOptions = {}): void {
   const failures = runConformance(definition, options);
   if (failures.length === 0) return;
   const name = (definition as { name?: unknown })?.name ?? '(unnamed)';

@@ -6,7 +6,7 @@
 // emulator, so the per-step loop allocates nothing and per-token callbacks are
 // optional.
 import type { Clock, TimerHandle } from '../clock.ts';
-import { KvCache, KvHolding, type KvCacheListener } from './kv-cache.ts';
+import { KvCache, type KvHolding, type KvCacheListener } from './kv-cache.ts';
 import { LoraSlots } from './lora-slots.ts';
 import { blockCount, NO_BLOCKS, type PromptBlocks } from './prompt-blocks.ts';
 import { validateProfile, type EngineProfile } from './profiles.ts';

@@ -10,7 +10,7 @@ import { createEnv } from '../../core/decide/env.ts';
 import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
 import { startRouter, type Router } from '../../core/serve/server.ts';
 import { policyFrom } from '../helpers/core.ts';
-import { json, until } from '../helpers/router.ts';
+import { json, until, type Json } from '../helpers/router.ts';
 import { UsageEngine } from '../helpers/usage-engine.ts';
 
 const sha = (key: string) => createHash('sha256').update(key).digest('hex');
@@ -45,7 +45,7 @@ after(async () => {
 
 const client = (key: string) => new OpenAI({ baseURL: `${router.url}/v1`, apiKey: key, maxRetries: 0, timeout: 10_000 });
 
-async function ask(key: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; body: any }> {
+async function ask(key: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; body: Json }> {
   const response = await fetch(`${router.url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, ...headers },
@@ -81,7 +81,7 @@ test('under saturation sheddable requests get 503 shed_for_priority and interact
   assert.match(metrics, /switchyard_shed_total\{pool="tiny@v1\/shared",priority="-1"\} 10/);
   const decisions = await json(await fetch(`${router.adminUrl}/admin/decisions?limit=50`));
   const list = Array.isArray(decisions) ? decisions : decisions.decisions;
-  const shedOne = list.find((d: any) => d.error?.code === 'shed_for_priority');
+  const shedOne = list.find((d: Json) => d.error?.code === 'shed_for_priority');
   assert.equal(shedOne.trace.admit.decidedBy, 'shedding');
   assert.equal(shedOne.trace.admit.facts.priority, -1);
   assert.equal(shedOne.trace.admit.facts.shedProbability, 1);

@@ -11,14 +11,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { DRAIN_MS } from '../../core/serve/server.ts';
-import { OPEN_TENANTS, startTestRouter, TINY_MODELS, tinyPool } from '../helpers/router.ts';
+import { type Json, OPEN_TENANTS, startTestRouter, TINY_MODELS, tinyPool } from '../helpers/router.ts';
 
 const root = new URL('../../', import.meta.url).pathname;
 const dir = join(root, 'deploy/kubernetes');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Doc = any;
+type Doc = Json;
 const manifests = new Map<string, Doc[]>();
 for (const file of readdirSync(dir).filter((f) => f.endsWith('.yaml')).sort()) {
   const docs = parseAllDocuments(readFileSync(join(dir, file), 'utf8'));

@@ -14,9 +14,7 @@ const chat = (url: string, body: unknown) =>
   fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_KEY}` }, body: JSON.stringify(body) });
 
 test('a cold model: 503 with x-should-retry: false, and the openai client does not retry it', async () => {
-  let hookCalls = 0;
   const hook = createServer((req, res) => {
-    hookCalls++;
     req.resume();
     res.end('{}');
   });

@@ -64,6 +64,9 @@ export async function until(condition: () => boolean | Promise<boolean>, timeout
   }
 }
 
+/** Untyped JSON (a response body, a parsed manifest): tests assert on its shape, field by field. */
+// biome-ignore lint/suspicious/noExplicitAny: the one untyped-JSON type of the tests; an assertion reads any field
+export type Json = any;
+
 /** A response body as JSON, untyped: tests assert on its shape. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export const json = (response: Response): Promise<any> => response.json();
+export const json = (response: Response): Promise<Json> => response.json();

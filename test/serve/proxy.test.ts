@@ -100,7 +100,6 @@ test('a client abort reaches the engine, which frees the request', async () => {
     { model: 'tiny', messages: [{ role: 'user', content: 'Write a long story' }], max_tokens: 1000, stream: true },
     { signal: controller.signal, headers: { 'x-conversation-id': 'to-abort' } },
   );
-  let replica: string | undefined;
   let chunks = 0;
   try {
     for await (const _chunk of stream) {
@@ -110,7 +109,7 @@ test('a client abort reaches the engine, which frees the request', async () => {
     // the abort ends the iteration
   }
   const decisions = await json(await fetch(`${t.adminUrl}/admin/decisions?limit=20`));
-  replica = decisions.decisions.find((d: { trace: { replica?: { reason: string } }; replica: string }) => d.replica)?.replica;
+  const replica = decisions.decisions.find((d: { trace: { replica?: { reason: string } }; replica: string }) => d.replica)?.replica;
   assert.ok(replica);
   const engines = await Promise.all(['r0', 'r1', 'r2'].map((id) => t.embedded.emulator(id)!));
   await until(() => engines.every((e) => e.engine.snapshot().running === 0 && e.engine.snapshot().waiting === 0), 5000, 'the engines to drop the aborted request');

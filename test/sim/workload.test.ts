@@ -3,7 +3,6 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { seededRandom } from '../../sdk/index.ts';
 import { engineBlocks, rawBlockIds } from '../../sim/workload/block-runs.ts';
 import { AZURE_CONVERSATION, sampler, ZipfSampler } from '../../sim/workload/distributions.ts';
 import { parseWorkload, WorkloadError, type WorkloadSpec } from '../../sim/workload/load.ts';

@@ -1,7 +1,7 @@
 // What every compile stage shares: the documents by kind, the registry, and
 // one list of problems, each located at FILE:LINE:COL.
 import type { StrategyRegistry } from '../../plugins/registry.ts';
-import { type PolicyKind } from '../schemas.ts';
+import type { PolicyKind } from '../schemas.ts';
 import type { PolicySource } from '../source.ts';
 import type { PolicyProblem } from '../../diagnostics/problem.ts';
 import { closest, type PathSegment } from '../../diagnostics/schema-problems.ts';
@@ -12,7 +12,8 @@ export interface CheckedSource {
 }
 
 // The policy documents as the schemas define them (defaults filled in).
-/* eslint-disable @typescript-eslint/no-explicit-any */
+// Untyped: ajv checked them against the JSON Schemas, the source of truth for their shape.
+// biome-ignore lint/suspicious/noExplicitAny: the schemas, not TypeScript types, describe a document
 export type Doc = any;
 
 export class CompileContext {
