@@ -7,6 +7,8 @@ export const REJECTIONS = {
   invalid_api_key: { status: 401, type: 'authentication_error' },
   model_not_allowed: { status: 403, type: 'permission_error' },
   adapter_not_allowed: { status: 403, type: 'permission_error' },
+  // An admin request from a foreign Host or origin, or a state change without the intent header.
+  permission_denied: { status: 403, type: 'permission_error' },
   model_not_found: { status: 404, type: 'not_found_error' },
   route_not_found: { status: 404, type: 'not_found_error' },
   // vLLM's answer for a previous_response_id it does not hold.

@@ -23,7 +23,7 @@ function hostName(host: string): string | undefined {
 }
 
 function refuse(request: FastifyRequest, reply: FastifyReply, message: string) {
-  const r = { ...rejection('invalid_api_key', message), status: 403, type: 'permission_error' };
+  const r = rejection('permission_denied', message);
   return reply.code(403).headers(rejectionHeaders(r, request.id)).send(errorBody(r));
 }
 

@@ -201,11 +201,13 @@ test('the admin listener refuses a foreign Host (DNS rebinding), another site\'s
       const answer = await adminRequest(`${t.adminUrl}/admin/replicas/r0/drain`, 'POST', headers);
       assert.equal(answer.status, 403, JSON.stringify(headers));
       assert.equal(JSON.parse(answer.body).error.type, 'permission_error');
+      assert.equal(JSON.parse(answer.body).error.code, 'permission_denied', 'the key was fine: this is about where the request came from');
     }
     // Same origin but a simple request (what `mode: "no-cors"` could send): no state change either.
     const bare = await adminRequest(`${t.adminUrl}/admin/replicas/r0/drain`, 'POST', { host: `127.0.0.1:${port}`, 'content-type': 'text/plain' });
     assert.equal(bare.status, 403);
     assert.match(JSON.parse(bare.body).error.message, /x-switchyard-admin: 1/);
+    assert.equal(JSON.parse(bare.body).error.code, 'permission_denied');
     assert.equal((await adminRequest(`${t.adminUrl}/admin/reload`, 'POST', { host: `localhost:${port}` })).status, 403);
     assert.equal(await drained(), false, 'nothing above drained the replica');
 
