@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { buildDist } from './build.mjs';
+import { freshCoverageDir, printCoverage } from './coverage.mjs';
 
 const root = new URL('..', import.meta.url).pathname;
 const filters = process.argv.slice(2);
@@ -31,6 +32,12 @@ if (files.length === 0) {
 
 await buildDist({ quiet: true });
 
+// Coverage of core/ for a whole run (CI's), not for a part: SWITCHYARD_COVERAGE=1
+// forces it on, =0 off. V8 counts as the code runs (a few % slower); the
+// figure is printed after the tests' own summary.
+const coverage = process.env.SWITCHYARD_COVERAGE ? process.env.SWITCHYARD_COVERAGE === '1' : filters.length === 0;
+const coverageDir = coverage ? freshCoverageDir(root) : undefined;
+
 mkdirSync(join(root, '.test-results'), { recursive: true });
 // One file per run: two runs at once must not read each other's counts.
 const tap = join(root, '.test-results', `results-${process.pid}.tap`);
@@ -44,7 +51,7 @@ const result = spawnSync(
     '--test-reporter=tap', `--test-reporter-destination=${tap}`,
     ...files,
   ],
-  { cwd: root, stdio: 'inherit' },
+  { cwd: root, stdio: 'inherit', env: coverageDir ? { ...process.env, NODE_V8_COVERAGE: coverageDir } : process.env },
 );
 
 const summary = readFileSync(tap, 'utf8');
@@ -57,5 +64,6 @@ if (!(tests > 0)) {
   console.error('run-tests: no test ran');
   process.exit(1);
 }
+if (coverageDir) printCoverage(root, coverageDir);
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(result.status === 0 && failed === 0 ? 0 : 1);
