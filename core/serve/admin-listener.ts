@@ -42,6 +42,8 @@ export async function startAdminListener(
   logger: FastifyBaseLogger | false,
   /** More admin routes (the decision explorer), given the same token guard. */
   more?: (app: FastifyInstance, guard: ReturnType<typeof adminGuard>) => void,
+  /** false: no port opens, the app answers `inject()` only (url ''). */
+  listen = true,
 ): Promise<{ app: FastifyInstance; url: string }> {
   checkAdminOptions(options);
   const app = Fastify({
@@ -62,6 +64,10 @@ export async function startAdminListener(
   registerProbeRoutes(app, hooks);
   registerAdminRoutes(app, hooks, options.token);
   more?.(app, adminGuard(options.token));
+  if (!listen) {
+    await app.ready();
+    return { app, url: '' };
+  }
   const address = await app.listen({ port: options.port ?? DEFAULT_ADMIN_PORT, host: options.host ?? DEFAULT_ADMIN_HOST });
   return { app, url: address.replace('[::1]', '127.0.0.1') };
 }

@@ -78,6 +78,8 @@ export interface RouterOptions {
   readonly shadow?: Shadow;
   /** Records every routed request, without its prompt, for replay (docs/changing-policy.md). */
   readonly recorder?: TrafficRecorder;
+  /** false: everything is built but no port opens; requests go in through `app.inject()` (tests). */
+  readonly listen?: boolean;
 }
 
 /** What a client connection may send and hold: settings.yaml, read when serve starts (docs/reliability.md). */
@@ -88,6 +90,7 @@ export type ClientLimits = Pick<
 
 export interface Router {
   readonly app: FastifyInstance;
+  /** The public listener's base URL ('' with `listen: false`). */
   readonly url: string;
   /** The admin listener's app and base URL (absent with `admin: false`). */
   readonly admin?: FastifyInstance;
@@ -298,8 +301,9 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   let admin: Awaited<ReturnType<typeof startAdminListener>> | undefined;
   let address: string;
   try {
-    if (options.admin !== false) admin = await startAdminListener(options.admin ?? {}, hooks, app.log, explorer);
-    address = await app.listen({ port: options.port ?? 8080, host: options.host ?? '127.0.0.1' });
+    const listen = options.listen !== false;
+    if (options.admin !== false) admin = await startAdminListener(options.admin ?? {}, hooks, app.log, explorer, listen);
+    address = listen ? await app.listen({ port: options.port ?? 8080, host: options.host ?? '127.0.0.1' }) : (await app.ready(), '');
   } catch (error) {
     // Nothing half-started stays behind: the caller reports one line and exits.
     await admin?.app.close();
