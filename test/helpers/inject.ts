@@ -72,7 +72,7 @@ export function injectFetch(app: FastifyInstance): typeof fetch {
     for (const [name, value] of Object.entries(answer.headers)) {
       if (value !== undefined) for (const one of [value].flat()) headers.append(name, String(one));
     }
-    return new Response(answer.rawPayload.length > 0 ? answer.rawPayload : null, { status: answer.statusCode, headers });
+    return new Response(answer.rawPayload.length > 0 ? new Uint8Array(answer.rawPayload) : null, { status: answer.statusCode, headers });
   };
 }
 
