@@ -1,5 +1,5 @@
 // A control plane as the source of the routing table (docs/hot-reload.md,
-// section 6): polled every TTL with If-None-Match, so an unchanged table
+// "The control plane"): polled every TTL with If-None-Match, so an unchanged table
 // costs a 304. While the control plane is unreachable or serves something
 // invalid, the last good table stays in use and the status says so; the last
 // table a snapshot was built from is saved to disk, so a router restarted

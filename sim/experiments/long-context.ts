@@ -97,7 +97,7 @@ export const longContext: Experiment = {
       `${GENERAL + LONG} replicas of the 8B profile. Azure-shaped chat with 40 shared system prompts, plus 2% of requests with`,
       `a 65,536-token prompt (a ~3.5 s prefill on one H100). "One pool": all ${GENERAL + LONG} replicas serve everything`,
       `(max_model_len 131072). "Segregated": ${GENERAL} replicas serve prompts up to 16k tokens and a rule sends longer ones to`,
-      `${LONG} replicas of their own — the one-line rule of section 3. ${requests} requests per run.`,
+      `${LONG} replicas of their own — a one-line rule in rules.yaml. ${requests} requests per run.`,
       '',
       '| load (req/s) | short p99 TTFT, one pool | short p99 TTFT, segregated | ratio | 64k p50 TTFT, one pool | 64k p50 TTFT, segregated |',
       '| --- | --- | --- | --- | --- | --- |',

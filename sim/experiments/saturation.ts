@@ -131,7 +131,7 @@ export const saturation: Experiment = {
       `"Deprioritize" is decide() as it is: saturated replicas (KV ≥ 0.95 or queue ≥ 32) go to the back of the candidate`,
       `list and are used only when every replica is saturated; the engine queues, and the router refuses (no_capacity)`,
       `only when every queue holds 128. "Exclude" takes saturated replicas out of the candidates (a health check that`,
-      `fails on overload): the mistake of section 8.`,
+      `fails on overload): the mistake docs/design.md warns against (a saturated replica is pushed back, never excluded).`,
       '',
       '| load (req/s) | rejected, deprioritize | rejected, exclude | done/s, deprioritize | done/s, exclude | p99 TTFT, deprioritize | p99 TTFT, exclude |',
       '| --- | --- | --- | --- | --- | --- | --- |',

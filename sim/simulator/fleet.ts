@@ -21,8 +21,8 @@ export interface FleetOptions {
   readonly routers: number;
   /**
    * Take saturated replicas out of the candidates (health not_ready) instead
-   * of letting decide() deprioritize them: the mistake of section 8, for the
-   * cascade experiment.
+   * of letting decide() deprioritize them: the mistake docs/design.md warns
+   * against, for the cascade experiment.
    */
   readonly excludeSaturated: boolean;
   /** Profile for replicas with real http(s) urls; without it they are an error. */

@@ -13,7 +13,7 @@ test('session affinity: a conversation stays on one replica', () => {
   assert.match(first.reason, /^session-affinity/);
 });
 
-// Section 4: `if preferred.kv_usage < AFFINITY_RELEASE_THRESHOLD: return preferred`.
+// Session affinity keeps the conversation's replica while its KV usage is under the release threshold (0.85).
 const releaseTable = [
   { kv: 0.5, stays: true },
   { kv: 0.84, stays: true },
