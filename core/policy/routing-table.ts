@@ -1,4 +1,4 @@
-// The routing table as a control plane serves it (docs/hot-reload.md, "A control plane"):
+// The routing table as a control plane serves it (docs/hot-reload.md, "The control plane"):
 // which models exist with their versions and weights, and which pools of
 // which replicas serve them. One document of kind `routing-table` holding the
 // fields of a `models` document and of a `pools` document:

@@ -1,6 +1,6 @@
 // The admin listener's guards through inject(): the token, the Host check
 // against DNS rebinding, the cross-site checks, and bodies validated before
-// anything changes (docs/serving.md, "The admin listener").
+// anything changes (README.md, "The admin listener").
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildInjectRouter, errorOf, type InjectRouter } from '../../helpers/inject.ts';
