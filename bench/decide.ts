@@ -10,7 +10,7 @@ import { MemoryQuotaStore, type QuotaCost } from '../core/decide/quota.ts';
 import { requestFacts } from '../core/facts/request-facts.ts';
 import { ChangeLog } from '../core/fleet/change-log.ts';
 import type { FleetView, ReplicaState } from '../core/fleet/types.ts';
-import { buildSnapshot } from '../core/policy/load.ts';
+import { buildSnapshot } from '../core/decide/load.ts';
 import { policyInputsFromTexts } from '../core/policy/inputs.ts';
 import { seededRandom } from '../sdk/index.ts';
 import { formatProblem } from '../core/diagnostics/problem.ts';

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { build } from 'esbuild';
 import { PluginLoader } from '../core/plugins/loader.ts';
-import { PolicyStore } from '../core/policy/store.ts';
+import { PolicyStore } from '../core/decide/store.ts';
 import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
 
 const gc = (globalThis as { gc?: () => void }).gc;

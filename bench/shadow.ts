@@ -13,7 +13,7 @@ import { decide } from '../core/decide/decide.ts';
 import { createEnv } from '../core/decide/env.ts';
 import { requestFacts, type RequestFacts } from '../core/facts/request-facts.ts';
 import { EMPTY_FLEET } from '../core/fleet/types.ts';
-import { PolicyStore } from '../core/policy/store.ts';
+import { PolicyStore } from '../core/decide/store.ts';
 import { Shadow } from '../core/shadow/shadow.ts';
 import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
 

@@ -7,8 +7,8 @@ import { parseArgs } from 'node:util';
 import { formatProblem, PolicyError } from '../core/diagnostics/problem.ts';
 import { PluginLoader } from '../core/plugins/loader.ts';
 import { readPolicyInputs } from '../core/policy/inputs.ts';
-import { buildSnapshot } from '../core/policy/load.ts';
-import type { Snapshot } from '../core/policy/snapshot.ts';
+import { buildSnapshot } from '../core/decide/load.ts';
+import type { Generation } from '../core/decide/generation.ts';
 import { compareSides, decisionSide, describePair, SHADOW_STEPS, type DecisionSide, type ShadowStep, type StepDifference } from '../core/shadow/compare.ts';
 import { RecordReader } from '../core/shadow/record-reader.ts';
 import { ReplayDecider } from '../core/shadow/replay.ts';
@@ -34,7 +34,7 @@ interface Tally {
   matchesRecorded: number;
 }
 
-export async function loadSnapshot(dir: string, command: string): Promise<Snapshot> {
+export async function loadSnapshot(dir: string, command: string): Promise<Generation> {
   const inputs = await readPolicyInputs(dir, { loader: new PluginLoader({ builtins: BUILTIN_STRATEGIES }) });
   const built = inputs.problems.length ? undefined : buildSnapshot(inputs, { seed: 1 });
   const problems = inputs.problems.length ? inputs.problems : built?.snapshot ? [] : built!.problems;

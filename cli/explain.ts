@@ -8,7 +8,7 @@ import { createEnv } from '../core/decide/env.ts';
 import type { StepTrace } from '../core/decide/trace.ts';
 import type { Endpoint } from '../core/facts/request-schemas.ts';
 import { EMPTY_FLEET } from '../core/fleet/types.ts';
-import { loadPolicy } from '../core/policy/load.ts';
+import { loadSnapshot } from '../core/decide/load.ts';
 import { readFleetFile } from './fleet-file.ts';
 import { readDataFile } from './data-file.ts';
 import { UsageError } from './usage.ts';
@@ -45,7 +45,7 @@ export async function runExplain(argv: string[]): Promise<number> {
   }
   if (!values.request) throw new UsageError('--request FILE is required (an OpenAI request body)');
 
-  const loaded = await loadPolicy(values.policies!, { builtins: BUILTIN_STRATEGIES, seed: values.seed, emulatedProfiles: PROFILE_NAMES });
+  const loaded = await loadSnapshot(values.policies!, { builtins: BUILTIN_STRATEGIES, seed: values.seed, emulatedProfiles: PROFILE_NAMES });
   if (!loaded.snapshot) {
     for (const problem of loaded.problems) console.error(formatProblem(problem));
     console.error(`explain: the policies in ${values.policies} are invalid; run 'switchyard validate ${values.policies}'`);

@@ -12,7 +12,7 @@ import { registerKvMetrics } from '../core/observe/kv-metrics.ts';
 import { routerLogger } from '../core/observe/logger.ts';
 import { addSecret, addUrlCredentials } from '../core/observe/secrets.ts';
 import { DEFAULT_WATCHDOG_MS, startWatchdog } from '../core/observe/watchdog.ts';
-import { PolicyStore } from '../core/policy/store.ts';
+import { PolicyStore } from '../core/decide/store.ts';
 import { openQuotaStore } from '../core/quota/open.ts';
 import { checkAdminOptions, DEFAULT_ADMIN_HOST, DEFAULT_ADMIN_PORT } from '../core/serve/admin-listener.ts';
 import { startRouter } from '../core/serve/server.ts';

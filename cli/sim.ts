@@ -9,7 +9,9 @@ import { simulate } from '../sim/simulator/simulator.ts';
 import { loadWorkloadFile, WorkloadError } from '../sim/workload/load.ts';
 import { PluginLoader } from '../core/plugins/loader.ts';
 import { readPolicyInputs } from '../core/policy/inputs.ts';
-import { buildSnapshot } from '../core/policy/load.ts';
+import { compileInputs } from '../core/policy/load.ts';
+import type { CompiledPolicy } from '../core/policy/compiled.ts';
+import type { PolicyInputs } from '../core/policy/inputs.ts';
 import { UsageError } from './usage.ts';
 import { formatProblem, PolicyError } from '../core/diagnostics/problem.ts';
 import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
@@ -83,11 +85,7 @@ export async function runSim(argv: string[]): Promise<number> {
     if (values.out) mkdirSync(values.out, { recursive: true });
     const cpu = process.cpuUsage();
     const result = simulate({
-      policy: (seed, now, kvIndex) => {
-        const built = buildSnapshot(inputs, { seed, now, kvIndex });
-        if (!built.snapshot) throw new PolicyError(built.problems);
-        return built.snapshot;
-      },
+      policy: compiledOnce(inputs),
       workload,
       seed: values.seed,
       requests,
@@ -129,4 +127,11 @@ export async function runSim(argv: string[]): Promise<number> {
     }
     throw error;
   }
+}
+
+/** The policy compiled once for every simulated router (each builds its own generation of it). */
+function compiledOnce(inputs: PolicyInputs): CompiledPolicy {
+  const compiled = compileInputs(inputs);
+  if (!compiled.policy) throw new PolicyError(compiled.problems);
+  return compiled.policy;
 }

@@ -19,7 +19,7 @@ export async function runValidate(argv: string[]): Promise<number> {
     console.error(`${result.problems.length} problem${result.problems.length === 1 ? '' : 's'} in ${dir}`);
     return 1;
   }
-  const s = result.snapshot!;
+  const s = result.policy!;
   console.log(
     `${dir}: valid — ${result.files.length} files, ${s.models.size} models, ${s.aliases.size} aliases, ${s.tenantsById.size} tenants, ` +
       `${s.pools.length} pools, ${s.replicas.size} replicas, ${s.poolRules.rules.rules.length} pool rules` +

@@ -6,7 +6,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { buildSnapshot } from '../../core/policy/load.ts';
+import { buildSnapshot } from '../../core/decide/load.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
 import { routerLogger } from '../../core/observe/logger.ts';

@@ -2,7 +2,7 @@
 // argv: ENGINE_URL REDIS_URL|- LEASE_FRACTION
 // The tenant's quota is far above the load: the run measures what enforcing
 // it costs, not rejections.
-import { buildSnapshot } from '../../core/policy/load.ts';
+import { buildSnapshot } from '../../core/decide/load.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
 import { routerLogger } from '../../core/observe/logger.ts';

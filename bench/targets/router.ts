@@ -3,7 +3,7 @@
 // argv: ENGINE_URL [--tracing]: with --tracing, every request is traced
 // through OpenTelemetry's SDK (batched; the exporter drops the spans), to
 // measure what tracing costs per request.
-import { buildSnapshot } from '../../core/policy/load.ts';
+import { buildSnapshot } from '../../core/decide/load.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
 import { routerLogger } from '../../core/observe/logger.ts';

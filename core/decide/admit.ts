@@ -4,7 +4,7 @@
 // estimated wait past the client's deadline → 503.
 import type { Candidate } from '../../sdk/index.ts';
 import { rejection, type Rejection } from '../errors.ts';
-import type { Pool, Snapshot, Tenant } from '../policy/snapshot.ts';
+import type { Pool, Generation, Tenant } from './generation.ts';
 import type { RequestFacts } from '../facts/request-facts.ts';
 import { admissionCost, type TokenCharge } from '../quota/cost.ts';
 import type { QuotaCost, QuotaStore } from './quota.ts';
@@ -15,7 +15,7 @@ import type { QuotaCost, QuotaStore } from './quota.ts';
  * length; before the pool is known, on the longest of any pool, so that what
  * a shared store prepares covers what decide() then asks.
  */
-export function quotaCost(facts: RequestFacts, tenant: Tenant, snapshot: Snapshot, pool?: Pool): TokenCharge {
+export function quotaCost(facts: RequestFacts, tenant: Tenant, snapshot: Generation, pool?: Pool): TokenCharge {
   const { weights } = tenant.quotas;
   const defaultMax = snapshot.settings.defaultMaxTokens;
   if (pool) return admissionCost(facts, weights, pool.maxModelLen, defaultMax);
@@ -26,10 +26,10 @@ export function quotaCost(facts: RequestFacts, tenant: Tenant, snapshot: Snapsho
   return other.tokens > bounded.tokens ? other : bounded;
 }
 
-const contextsOf = new WeakMap<Snapshot, { longest?: number; unlimited: boolean }>();
+const contextsOf = new WeakMap<Generation, { longest?: number; unlimited: boolean }>();
 
 /** The longest max_model_len of any pool, and whether some pool has none (default_max_tokens stands in there). */
-function contexts(snapshot: Snapshot): { longest?: number; unlimited: boolean } {
+function contexts(snapshot: Generation): { longest?: number; unlimited: boolean } {
   let known = contextsOf.get(snapshot);
   if (!known) {
     let longest: number | undefined;

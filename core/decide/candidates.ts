@@ -6,11 +6,10 @@
 import type { Candidate, LoadSignals, ReplicaCapacity } from '../../sdk/index.ts';
 import type { Engine } from '../../sdk/types.ts';
 import type { FleetView, ReplicaState } from '../fleet/types.ts';
-import type { Pool, ReplicaSpec } from '../policy/snapshot.ts';
+import { DEFAULT_FULL_PREFILL_TOKENS, type Pool, type ReplicaSpec } from './generation.ts';
 import type { TraceAlternative } from './trace.ts';
 
-/** Prompt tokens in prefill that count as a full replica in `tokenLoad` unless the pool says (token_load.full_prefill_tokens). */
-export const DEFAULT_FULL_PREFILL_TOKENS = 65_536;
+export { DEFAULT_FULL_PREFILL_TOKENS } from './generation.ts';
 
 export interface CandidateSet {
   readonly candidates: readonly Candidate[];

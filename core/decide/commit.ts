@@ -4,7 +4,7 @@
 // request went (onRouted); complete() tells them how it ended (onCompleted).
 // The proxy and the simulator both call this pair, and nothing else touches
 // quota, budgets or strategy hooks.
-import type { Pool } from '../policy/snapshot.ts';
+import type { Pool } from './generation.ts';
 import type { Admitted, Decision } from './decision.ts';
 import type { DecideEnv } from './env.ts';
 import type { StrategyFault } from './replica.ts';

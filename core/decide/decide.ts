@@ -6,7 +6,7 @@ import { chainBlockHashes, prefixHashes, prefixSeed, type Priority, type RoutedR
 import { rejection, type Rejection } from '../errors.ts';
 import type { RequestFacts } from '../facts/request-facts.ts';
 import type { FleetView } from '../fleet/types.ts';
-import type { Pool, Snapshot, Tenant } from '../policy/snapshot.ts';
+import type { Pool, Generation, Tenant } from './generation.ts';
 import { capacityRejection, deadlineRejection, estimatedWaitMs, quotaCost, quotaRejection } from './admit.ts';
 import { buildCandidates, type CandidateSet } from './candidates.ts';
 import { tenantStepSlot } from './derived.ts';
@@ -14,7 +14,7 @@ import type { Admitted, Decision, Rejected } from './decision.ts';
 import type { DecideEnv } from './env.ts';
 import { chooseModel } from './model.ts';
 import { choosePool } from './pool.ts';
-import { priorityClass, resolvePriority } from './priority.ts';
+import { priorityClass, resolvePriority } from '../facts/priority.ts';
 import { shed, type ShedVerdict } from './shed.ts';
 import { chooseReplica, type ReplicaChoice } from './replica.ts';
 import type { DecisionTrace, StepTrace, TraceAlternative } from './trace.ts';
@@ -46,7 +46,7 @@ export interface DecideOptions {
 
 export function decide(
   facts: RequestFacts | Rejection,
-  snapshot: Snapshot,
+  snapshot: Generation,
   fleet: FleetView,
   env: DecideEnv,
   options: DecideOptions = NO_OPTIONS,
@@ -239,7 +239,7 @@ function pinnedChoice(replica: ReplicaChoice['replica']): ReplicaChoice {
 const MAX_OVERFLOW_HOPS = 8;
 
 /** The pool `pool` overflows into, if it exists and the request fits its length limit. */
-function overflowOf(pool: Pool, snapshot: Snapshot, version: Parameters<Snapshot['poolsOfVersion']['get']>[0], requiredTokens: number): Pool | undefined {
+function overflowOf(pool: Pool, snapshot: Generation, version: Parameters<Generation['poolsOfVersion']['get']>[0], requiredTokens: number): Pool | undefined {
   if (pool.overflow === undefined) return undefined;
   for (const p of snapshot.poolsOfVersion.get(version) ?? []) {
     if (p.name === pool.overflow) return p.maxModelLen === undefined || requiredTokens <= p.maxModelLen ? p : undefined;
@@ -255,7 +255,7 @@ function overflowStep(step: StepTrace, from: Pool, to: Pool, why: string): StepT
 const round2 = (x: number) => Math.round(x * 100) / 100;
 
 /** The tenant of an API key hash (undefined: no key sent), or the 401 to answer. */
-export function resolveTenant(snapshot: Snapshot, apiKeyHash: string | undefined): Tenant | Rejection {
+export function resolveTenant(snapshot: Generation, apiKeyHash: string | undefined): Tenant | Rejection {
   if (apiKeyHash !== undefined) return snapshot.tenantsByKeyHash.get(apiKeyHash) ?? rejection('invalid_api_key', 'Incorrect API key provided. Send a key this router knows as "Authorization: Bearer <key>" (keys are configured in the tenants policy).');
   return snapshot.anonymousTenant ?? rejection('invalid_api_key', 'An API key is required: send "Authorization: Bearer <key>".');
 }
@@ -311,13 +311,13 @@ class Routed implements RoutedRequest {
   readonly promptTokenIds?: Uint32Array;
   // Private (#): a strategy sees the prefix hashes, never the prompt itself.
   readonly #facts: RequestFacts;
-  readonly #settings: Snapshot['settings'];
+  readonly #settings: Generation['settings'];
   readonly #blockHashes: DecideOptions['blockHashes'];
   #hashes: readonly number[] | undefined;
 
   constructor(
     facts: RequestFacts,
-    settings: Snapshot['settings'],
+    settings: Generation['settings'],
     chosen: { model: string; version: string; adapter?: string; pool: string },
     tenant: string,
     priority: Priority,

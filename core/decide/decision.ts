@@ -3,7 +3,7 @@
 // has checked it reads every field of its case without `!`.
 import type { RoutedRequest } from '../../sdk/index.ts';
 import type { Rejection } from '../errors.ts';
-import type { Pool, Tenant } from '../policy/snapshot.ts';
+import type { Pool, Tenant } from './generation.ts';
 import type { TokenCharge } from '../quota/cost.ts';
 import type { StrategyFault } from './replica.ts';
 import type { DecisionTrace } from './trace.ts';
@@ -32,7 +32,7 @@ interface DecisionBase {
   /** What picked the replica, or why the request was rejected. */
   readonly reason: string;
   readonly trace: DecisionTrace;
-  /** The request's integer priority (core/decide/priority.ts), once the tenant is known. */
+  /** The request's integer priority (core/facts/priority.ts), once the tenant is known. */
   readonly priority?: number;
   /** Set once the strategy chain ran (admitted, or rejected after it), with its pool. */
   readonly chain?: ChainRun;

@@ -1,19 +1,13 @@
-// What decide() derives from a policy, computed once when the snapshot is
-// compiled (core/policy/compile.ts) instead of cached at request time: a
-// request then only looks its answers up. Shared trace steps matter beyond
+// What decide() derives from a policy, computed once when a generation is
+// built (generation.ts) instead of cached at request time: a request then
+// only looks its answers up. Shared trace steps matter beyond
 // speed: the decision log keeps a thousand traces, and the GC copies every
 // byte of them, so a step that is the same for many requests is one object.
-import type { Candidate } from '../../sdk/index.ts';
-import type { ModelVersion, Pool, ReplicaSpec, Snapshot, Tenant } from '../policy/snapshot.ts';
+import type { Generation, ModelVersion, Pool, Tenant } from './generation.ts';
 import type { RuleSet } from '../rules/compile.ts';
 import type { DecideEnv } from './env.ts';
 import { resolveModel, type ModelChoice } from './model.ts';
 import type { StepTrace } from './trace.ts';
-
-/** A replica's capacity as strategies see it: it changes only with the policy. */
-export function replicaCapacity(spec: Pick<ReplicaSpec, 'maxLoras' | 'maxNumSeqs' | 'maxQueue'>): Candidate['capacity'] {
-  return Object.freeze({ maxLoras: spec.maxLoras, maxBatch: spec.maxNumSeqs, maxQueue: spec.maxQueue });
-}
 
 /** The tenant step, by slot: (keyed ? 2 : 0) + (batch ? 1 : 0). */
 export function tenantSteps(id: string, tier: string): readonly StepTrace[] {
@@ -53,7 +47,7 @@ function step(decidedBy: string, reason: string): StepTrace {
 }
 
 /** The pools of each model version, by version object (a snapshot's versions are its own). */
-export function poolsOfVersions(models: Snapshot['models'], poolsByVersion: Snapshot['poolsByVersion']): ReadonlyMap<ModelVersion, readonly Pool[]> {
+export function poolsOfVersions(models: Generation['models'], poolsByVersion: Generation['poolsByVersion']): ReadonlyMap<ModelVersion, readonly Pool[]> {
   const byVersion = new Map<ModelVersion, readonly Pool[]>();
   for (const model of models.values()) {
     for (const version of model.versions) byVersion.set(version, poolsByVersion.get(`${model.id}@${version.version}`) ?? []);
@@ -76,7 +70,7 @@ const NO_RANDOM: DecideEnv = {
  * (a model id, an alias to one, the tenant's own adapter; one version; no
  * cascade), made now: such requests share one frozen choice and its trace.
  */
-export function plainChoices(snapshot: Snapshot, tenant: Tenant): ReadonlyMap<string, ModelChoice> {
+export function plainChoices(snapshot: Generation, tenant: Tenant): ReadonlyMap<string, ModelChoice> {
   const choices = new Map<string, ModelChoice>();
   const names = [...snapshot.models.keys(), ...tenant.adapters.keys()];
   for (const alias of snapshot.aliases.values()) if (alias.model !== undefined) names.push(alias.name);

@@ -6,7 +6,7 @@ import type { Endpoint } from '../facts/request-schemas.ts';
 import { requestFacts, type RequestFacts } from '../facts/request-facts.ts';
 import { countRequestTokens } from '../tokens/request-path.ts';
 import type { FleetView } from '../fleet/types.ts';
-import type { Snapshot } from '../policy/snapshot.ts';
+import type { Generation } from './generation.ts';
 import { decide, type Decision } from './decide.ts';
 import type { DecideEnv } from './env.ts';
 
@@ -26,7 +26,7 @@ export function endpointOf(body: unknown): Endpoint {
   return 'chat';
 }
 
-export function explainRequest(input: ExplainInput, snapshot: Snapshot, fleet: FleetView, env: DecideEnv): Decision {
+export function explainRequest(input: ExplainInput, snapshot: Generation, fleet: FleetView, env: DecideEnv): Decision {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(input.headers)) headers[name.toLowerCase()] = value;
   const facts = requestFacts(
@@ -57,7 +57,7 @@ export function factsJson(facts: RequestFacts, fallback?: string): Record<string
  * explainRequest, with the prompt counted by the model's tokenizer when it
  * has one (waiting for it to load: a one-shot tool has no budget to keep).
  */
-export async function explainCounted(input: ExplainInput, snapshot: Snapshot, fleet: FleetView, env: DecideEnv): Promise<{ decision: Decision; facts?: Record<string, unknown> }> {
+export async function explainCounted(input: ExplainInput, snapshot: Generation, fleet: FleetView, env: DecideEnv): Promise<{ decision: Decision; facts?: Record<string, unknown> }> {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(input.headers)) headers[name.toLowerCase()] = value;
   const estimated = requestFacts(

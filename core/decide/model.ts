@@ -4,7 +4,7 @@ import { unitInterval } from '../../sdk/index.ts';
 import { rejection, type Rejection } from '../errors.ts';
 import type { RequestFacts } from '../facts/request-facts.ts';
 import { firstMatch, type Facts } from '../rules/compile.ts';
-import type { ModelEntry, ModelVersion, Snapshot, Tenant } from '../policy/snapshot.ts';
+import type { ModelEntry, ModelVersion, Generation, Tenant } from './generation.ts';
 import type { DecideEnv } from './env.ts';
 import type { StepTrace } from './trace.ts';
 
@@ -35,7 +35,7 @@ export function firstAllowed(tenant: Tenant, models: readonly string[]): string 
 
 type ModelStep = ModelChoice | ColdModel | { rejected: Rejection; trace: StepTrace };
 
-export function chooseModel(facts: RequestFacts, ruleFacts: Facts, tenant: Tenant, snapshot: Snapshot, env: DecideEnv): ModelStep {
+export function chooseModel(facts: RequestFacts, ruleFacts: Facts, tenant: Tenant, snapshot: Generation, env: DecideEnv): ModelStep {
   // Most requests name a model plainly: their choice was made when the snapshot was compiled (derived.ts).
   return tenant.plainChoices.get(facts.requestedModel) ?? resolveModel(facts, ruleFacts, tenant, snapshot, env);
 }
@@ -45,7 +45,7 @@ export function resolveModel(
   facts: Pick<RequestFacts, 'requestedModel' | 'conversationId'>,
   ruleFacts: Facts,
   tenant: Tenant,
-  snapshot: Snapshot,
+  snapshot: Generation,
   env: DecideEnv,
 ): ModelStep {
   const requested = facts.requestedModel;

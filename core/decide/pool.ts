@@ -2,7 +2,7 @@
 // that serve the chosen model version; then the pool's length limit.
 import { rejection, type Rejection } from '../errors.ts';
 import { firstMatch, type Facts } from '../rules/compile.ts';
-import type { ModelVersion, Pool, Snapshot } from '../policy/snapshot.ts';
+import type { ModelVersion, Pool, Generation } from './generation.ts';
 import type { StepTrace } from './trace.ts';
 
 export function choosePool(
@@ -10,7 +10,7 @@ export function choosePool(
   modelVersion: ModelVersion,
   ruleFacts: Facts,
   requiredTokens: number,
-  snapshot: Snapshot,
+  snapshot: Generation,
 ): { pool: Pool; trace: StepTrace } | { rejected: Rejection; trace: StepTrace } {
   const version = modelVersion.version;
   const pools = snapshot.poolsOfVersion.get(modelVersion) ?? NO_POOLS;

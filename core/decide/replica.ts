@@ -10,7 +10,7 @@ import { candidatePositions, isPass, leastLoaded, type Candidate, type RoutedReq
 import { CageSkip } from '../plugins/cage/skip.ts';
 import { candidatesFor } from './own-candidates.ts';
 import { cleanReason } from './reason.ts';
-import type { Pool } from '../policy/snapshot.ts';
+import type { Pool } from './generation.ts';
 import type { CandidateSet } from './candidates.ts';
 import type { ChainRun, StrategyIncident } from './decision.ts';
 import type { StepTrace, TraceAlternative } from './trace.ts';

@@ -6,17 +6,9 @@
 // comes from the injected random source, so decide() stays repeatable.
 import type { Candidate } from '../../sdk/index.ts';
 import { rejection, type Rejection } from '../errors.ts';
-import type { Pool } from '../policy/snapshot.ts';
+import type { Pool, SheddingSettings } from './generation.ts';
 
-/** The pool's shedding curve: p = min(saturation^exponent · scale · |priority|, 1) for priority < 0. */
-export interface SheddingSettings {
-  readonly mode: 'probabilistic' | 'off';
-  readonly exponent: number;
-  readonly scale: number;
-}
-
-/** llm-d's admitter: min(sat^5 · 300, 1) for priority -1 (about 10% at 0.2, 73% at 0.3, all from 0.32). */
-export const SHEDDING_DEFAULTS: SheddingSettings = Object.freeze({ mode: 'probabilistic', exponent: 5, scale: 300 });
+export { SHEDDING_DEFAULTS, type SheddingSettings } from './generation.ts';
 
 /**
  * How full the pool's candidates are, 0..1: the mean of each engine's queue

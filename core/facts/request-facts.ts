@@ -3,7 +3,7 @@
 // the simulator build them the same way.
 import { createHash } from 'node:crypto';
 import { Ajv, type ValidateFunction } from 'ajv';
-import { parsePriorityHeader } from '../decide/priority.ts';
+import { parsePriorityHeader } from './priority.ts';
 import { rejection, type Rejection } from '../errors.ts';
 import { CODE_SCAN_CHARS, looksLikeCode } from './code.ts';
 import { conversationFrom, DEFAULT_CONVERSATION_HEADERS } from './conversation.ts';
@@ -34,7 +34,7 @@ export interface RequestFacts {
   readonly messageCount: number;
   readonly hasCode: boolean;
   readonly conversationId?: string;
-  /** From x-priority: an integer, or a name the policy maps to one (core/decide/priority.ts); the tenant's default applies when absent. */
+  /** From x-priority: an integer, or a name the policy maps to one (core/facts/priority.ts); the tenant's default applies when absent. */
   readonly priority?: number | string;
   /** From x-deadline-ms: how long the client will wait for the first token. */
   readonly deadlineMs?: number;

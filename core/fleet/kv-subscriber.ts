@@ -17,7 +17,7 @@
 // buffered batch from there, then an end marker of sequence -1.
 import type { Dealer, Subscriber } from 'zeromq';
 import type { Logger } from '../../sdk/index.ts';
-import type { ReplicaSpec } from '../policy/snapshot.ts';
+import type { ReplicaSpec } from '../policy/compiled.ts';
 import { KvDecoder, type DecodeResult } from './kv-decoder.ts';
 import { sequenceOf, type KvEventBatch } from './kv-events.ts';
 import type { KvIndex } from './kv-index.ts';

@@ -6,11 +6,15 @@
 import { formatProblem, type PolicyProblem } from '../diagnostics/problem.ts';
 import type { ControlPlaneSource } from './control-plane.ts';
 import type { PolicyInputs } from './inputs.ts';
-import type { LoadResult } from './load.ts';
 import type { RoutingTable } from './routing-table.ts';
-import type { Snapshot } from './snapshot.ts';
 
-export interface TableBuildRequest {
+/** What a build yields: the built thing (`snapshot`), or the problems that stop it. */
+export interface TableBuildResult<T> {
+  readonly snapshot?: T;
+  readonly problems: readonly PolicyProblem[];
+}
+
+export interface TableBuildRequest<T> {
   /** Inputs read with the newest table (or without one). */
   readonly inputs: PolicyInputs;
   readonly newest?: RoutingTable;
@@ -20,14 +24,14 @@ export interface TableBuildRequest {
   /** The hash of the live inputs ('' before the first load). */
   readonly liveHash: string;
   readonly read: (table: RoutingTable) => Promise<PolicyInputs>;
-  readonly build: (inputs: PolicyInputs) => LoadResult;
+  readonly build: (inputs: PolicyInputs) => TableBuildResult<T>;
 }
 
-export type TableBuild =
-  | { readonly snapshot: Snapshot; readonly inputs: PolicyInputs; readonly table?: RoutingTable; readonly tableProblems: readonly PolicyProblem[]; readonly rejectedHash?: string }
+export type TableBuild<T> =
+  | { readonly snapshot: T; readonly inputs: PolicyInputs; readonly table?: RoutingTable; readonly tableProblems: readonly PolicyProblem[]; readonly rejectedHash?: string }
   | { readonly snapshot?: undefined; readonly problems: readonly PolicyProblem[]; readonly failedHash: string };
 
-export async function buildWithTableFallback(request: TableBuildRequest): Promise<TableBuild> {
+export async function buildWithTableFallback<T>(request: TableBuildRequest<T>): Promise<TableBuild<T>> {
   const { inputs, newest, fallback, controlPlane } = request;
   const built = request.build(inputs);
   if (built.snapshot) return { snapshot: built.snapshot, inputs, table: newest, tableProblems: [] };

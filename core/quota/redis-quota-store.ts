@@ -14,7 +14,7 @@
 // outage, counted, and probed until Redis answers again.
 import { Redis } from 'ioredis';
 import type { Logger } from '../../sdk/index.ts';
-import type { QuotaStoreSettings } from '../policy/snapshot.ts';
+import type { QuotaStoreSettings } from '../policy/compiled.ts';
 import { hasQuota, MemoryQuotaStore, secondsUntil, type QuotaCost, type QuotaLimits, type QuotaStore, type QuotaStoreObserver, type QuotaVerdict } from '../decide/quota.ts';
 import { TOKEN_BUCKET_LUA } from './token-bucket.lua.ts';
 

@@ -5,7 +5,7 @@ import type { RequestFacts } from '../facts/request-facts.ts';
 import { quotaCost } from '../decide/admit.ts';
 import { resolveTenant } from '../decide/decide.ts';
 import type { QuotaStore } from '../decide/quota.ts';
-import type { Snapshot } from '../policy/snapshot.ts';
+import type { Generation } from '../decide/generation.ts';
 
 /** At most this many fetches per request: concurrent requests of a tenant may spend a fetched lease first. */
 export const QUOTA_WAIT_ROUNDS = 4;
@@ -15,7 +15,7 @@ export const QUOTA_WAIT_ROUNDS = 4;
  * store's timeout), else undefined: call again after awaiting, and decide in
  * the same synchronous step as the call that answers undefined.
  */
-export function quotaWait(store: QuotaStore, facts: RequestFacts | Rejection, snapshot: Snapshot, now: number): Promise<void> | undefined {
+export function quotaWait(store: QuotaStore, facts: RequestFacts | Rejection, snapshot: Generation, now: number): Promise<void> | undefined {
   if (!store.prepare || 'code' in facts) return undefined;
   const tenant = resolveTenant(snapshot, facts.apiKeyHash);
   if ('code' in tenant) return undefined;

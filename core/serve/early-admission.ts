@@ -8,7 +8,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { resolveTenant } from '../decide/decide.ts';
 import { errorBody, rejection, type Rejection } from '../errors.ts';
 import { sha256Hex } from '../facts/request-facts.ts';
-import type { Snapshot } from '../policy/snapshot.ts';
+import type { Generation } from '../decide/generation.ts';
 import { rejectionHeaders } from './rejections.ts';
 
 export interface LargeBodyBounds {
@@ -47,7 +47,7 @@ function send(request: FastifyRequest, reply: FastifyReply, r: Rejection): Fasti
 }
 
 /** The onRequest hook of the routes that take a body and a key. */
-export function earlyAdmission(current: () => Snapshot, bounds: LargeBodyBounds, onRefused: (request: FastifyRequest, r: Rejection) => void) {
+export function earlyAdmission(current: () => Generation, bounds: LargeBodyBounds, onRefused: (request: FastifyRequest, r: Rejection) => void) {
   const byClient = new Counts();
   const byTenant = new Counts();
   const refuse = (request: FastifyRequest, reply: FastifyReply, r: Rejection) => {

@@ -8,7 +8,7 @@ import type { DecideEnv } from '../decide/env.ts';
 import { explainRequest } from '../decide/explain.ts';
 import type { FleetView } from '../fleet/types.ts';
 import type { DecisionStream } from '../observe/decision-stream.ts';
-import type { Snapshot } from '../policy/snapshot.ts';
+import type { Generation } from '../decide/generation.ts';
 import { errorBody, rejection } from '../errors.ts';
 import { policyView } from './policy-view.ts';
 import { rejectionHeaders } from './rejections.ts';
@@ -18,7 +18,7 @@ const ENDPOINTS = ['chat', 'completions', 'embeddings'];
 
 export interface ExplorerHooks {
   readonly stream: DecisionStream;
-  snapshot(): Snapshot;
+  snapshot(): Generation;
   policyStatus(): Record<string, unknown>;
   fleet(): FleetView;
   /** A fresh environment per explain: an explained request takes no quota and moves no shared random source. */

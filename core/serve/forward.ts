@@ -10,7 +10,7 @@ import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import { rejection } from '../errors.ts';
 import type { UpstreamOutcome } from '../fleet/outlier.ts';
-import type { UpstreamSettings } from '../policy/snapshot.ts';
+import type { UpstreamSettings } from '../decide/generation.ts';
 import { sseErrorEvent } from './rejections.ts';
 
 /** Why an attempt failed, in the terms of outlier detection and the retry metrics. */

@@ -5,7 +5,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { resolveTenant } from '../decide/decide.ts';
 import { errorBody } from '../errors.ts';
 import { sha256Hex } from '../facts/request-facts.ts';
-import type { Snapshot, Tenant } from '../policy/snapshot.ts';
+import type { Generation, Tenant } from '../decide/generation.ts';
 import { rejectionHeaders } from './rejections.ts';
 
 interface ModelCard {
@@ -23,14 +23,14 @@ interface ModelCard {
 const STARTED_S = Math.floor(Date.now() / 1000);
 
 /** { max_model_len }: the largest of the model's pools; nothing when no pool sets one. */
-function lengthOf(snapshot: Snapshot, model: string): { max_model_len?: number } {
+function lengthOf(snapshot: Generation, model: string): { max_model_len?: number } {
   let max: number | undefined;
   for (const pool of snapshot.pools) if (pool.model === model && pool.maxModelLen !== undefined) max = Math.max(max ?? 0, pool.maxModelLen);
   return max === undefined ? {} : { max_model_len: max };
 }
 
 
-export function listModels(snapshot: Snapshot, tenant: Tenant): ModelCard[] {
+export function listModels(snapshot: Generation, tenant: Tenant): ModelCard[] {
   const created = STARTED_S;
   const allowed = (id: string) => !tenant.allowedModels || tenant.allowedModels.has(id);
   const cards: ModelCard[] = [];
@@ -62,8 +62,8 @@ export function listModels(snapshot: Snapshot, tenant: Tenant): ModelCard[] {
  * The list, serialized once per tenant and policy snapshot: a flood of
  * GET /v1/models costs a map lookup each, not a list and a JSON.stringify.
  */
-export function modelsHandler(current: () => Snapshot) {
-  let cachedFor: Snapshot | undefined;
+export function modelsHandler(current: () => Generation) {
+  let cachedFor: Generation | undefined;
   const cache = new Map<string, string>();
   return async (request: FastifyRequest, reply: FastifyReply) => {
     const snapshot = current();

@@ -2,11 +2,11 @@
 // models, aliases and cascades, pool rules, tenants, pools and their chains.
 // API key hashes are left out: a tenant is named by id.
 import type { RuleSet } from '../rules/compile.ts';
-import type { Snapshot } from '../policy/snapshot.ts';
+import type { Generation } from '../decide/generation.ts';
 
 const rulesView = (set: RuleSet<string>) => set.rules.map((r) => ({ name: r.name, priority: r.priority, target: r.target, conditions: r.conditions }));
 
-export function policyView(snapshot: Snapshot, status: Record<string, unknown> = {}): Record<string, unknown> {
+export function policyView(snapshot: Generation, status: Record<string, unknown> = {}): Record<string, unknown> {
   return {
     generation: snapshot.generation,
     // The hash logs and /admin/state name (policy files, plugins and routing table), when the source keeps one.

@@ -17,7 +17,7 @@ import type { DecisionLog } from '../observe/decision-log.ts';
 import type { RouterMetrics } from '../observe/metrics.ts';
 import { countShed } from './count-shed.ts';
 import type { RequestTrace, UpstreamAttemptTrace } from '../observe/tracing.ts';
-import type { Pool, ReplicaSpec, Snapshot } from '../policy/snapshot.ts';
+import type { Pool, ReplicaSpec, Generation } from '../decide/generation.ts';
 import type { ColdLoads } from './cold-loads.ts';
 import { apiKeyHashOf } from './early-admission.ts';
 import { attempt, type AttemptResult, type Waiting } from './forward.ts';
@@ -36,8 +36,8 @@ import { clientTraceHeaders, NOTHING_PREPARED, OPENAI_ROUTE, type RouteShape } f
 
 /** Where requests get their snapshot: acquired at arrival, released when the response ends. */
 export interface PolicySource {
-  current(): Snapshot;
-  acquire(): { readonly snapshot: Snapshot; release(): void };
+  current(): Generation;
+  acquire(): { readonly snapshot: Generation; release(): void };
 }
 
 /** The fleet as the proxy uses it: signals, plus its own in-flight counts and how its attempts ended. */
@@ -98,7 +98,7 @@ export function proxyHandler(deps: ProxyDeps, endpoint: Endpoint, path: string, 
 async function route(
   deps: ProxyDeps,
   hooks: CommitHooks,
-  snapshot: Snapshot,
+  snapshot: Generation,
   endpoint: Endpoint,
   path: string,
   request: FastifyRequest,
@@ -231,7 +231,7 @@ async function route(
 }
 
 /** The facts in the engine's tokens where the model has a tokenizer (docs/tokens.md); the estimate otherwise, counted. */
-async function countedFacts(facts: RequestFacts | Rejection, request: FastifyRequest, snapshot: Snapshot, metrics: RouterMetrics): Promise<RequestFacts | Rejection> {
+async function countedFacts(facts: RequestFacts | Rejection, request: FastifyRequest, snapshot: Generation, metrics: RouterMetrics): Promise<RequestFacts | Rejection> {
   if ('code' in facts) return facts;
   const counted = await countRequestTokens(facts, request.body as Record<string, unknown>, snapshot);
   metrics.promptTokenCounts.inc({ source: counted.facts.promptTokensSource, fallback: counted.fallback ?? 'none' });
@@ -240,7 +240,7 @@ async function countedFacts(facts: RequestFacts | Rejection, request: FastifyReq
 
 async function send(
   deps: ProxyDeps,
-  snapshot: Snapshot,
+  snapshot: Generation,
   decision: Admitted,
   path: string,
   body: string | Buffer,
@@ -360,7 +360,7 @@ function reject(deps: ProxyDeps, request: FastifyRequest, res: FastifyReply['raw
 }
 
 /** The chosen replica's spec: ids are unique across a policy, so the snapshot's index finds it (not a walk of the pool). */
-function replicaOf(snapshot: Snapshot, pool: Pool, id: string): ReplicaSpec {
+function replicaOf(snapshot: Generation, pool: Pool, id: string): ReplicaSpec {
   const replica = snapshot.replicas.get(id);
   if (replica === undefined) throw new Error(`replica ${id} is not in pool ${pool.name}`);
   return replica;

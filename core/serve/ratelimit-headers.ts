@@ -2,7 +2,7 @@
 // client can pace itself: limit, remaining and reset, for requests and tokens.
 
 import type { QuotaStore } from '../decide/quota.ts';
-import type { TenantQuotas } from '../policy/snapshot.ts';
+import type { TenantQuotas } from '../decide/generation.ts';
 
 /** One request's worth: the buckets hold a minute and refill continuously. */
 const REFILL_MS = 60_000;

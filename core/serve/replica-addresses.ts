@@ -1,11 +1,11 @@
 // Where the router reaches each replica. Serve depends only on this
 // interface: an embedder (the CLI's emulated fleet, a test) can start
 // engines for some replicas and say where they listen.
-import type { ReplicaSpec, Snapshot } from '../policy/snapshot.ts';
+import type { ReplicaSpec, Generation } from '../decide/generation.ts';
 
 export interface ReplicaAddresses {
   /** Brings whatever backs the replicas in line with `snapshot` (called at start and after each reload). */
-  sync(snapshot: Snapshot): Promise<void>;
+  sync(snapshot: Generation): Promise<void>;
   /** The base URL a replica is reached at. */
   urlOf(replica: ReplicaSpec): string;
   close(): Promise<void>;

@@ -4,7 +4,7 @@
 // throw is caught and logged, never the request's problem.
 import type { Decision } from '../decide/decision.ts';
 import type { RequestFacts } from '../facts/request-facts.ts';
-import type { Snapshot } from '../policy/snapshot.ts';
+import type { Generation } from '../decide/generation.ts';
 
 /** How a request ended, as the proxy saw it. */
 export interface RequestEnd {
@@ -19,13 +19,13 @@ export interface RequestEnd {
 
 export interface RequestObserver {
   /** Right after the first decision was committed (before any upstream call). */
-  decided?(facts: RequestFacts, decision: Decision, snapshot: Snapshot): void;
+  decided?(facts: RequestFacts, decision: Decision, snapshot: Generation): void;
   /** The request is over; `decision` is its last one (a retry's, if it was retried). */
-  ended?(facts: RequestFacts, decision: Decision, snapshot: Snapshot, end: RequestEnd): void;
+  ended?(facts: RequestFacts, decision: Decision, snapshot: Generation, end: RequestEnd): void;
 }
 
 /** Calls each observer's `decided`; one that throws is logged and the request goes on. */
-export function notifyDecided(observers: readonly RequestObserver[], log: { warn(fields: object, message: string): void }, facts: RequestFacts, decision: Decision, snapshot: Snapshot): void {
+export function notifyDecided(observers: readonly RequestObserver[], log: { warn(fields: object, message: string): void }, facts: RequestFacts, decision: Decision, snapshot: Generation): void {
   for (const observer of observers) {
     try {
       observer.decided?.(facts, decision, snapshot);
@@ -36,7 +36,7 @@ export function notifyDecided(observers: readonly RequestObserver[], log: { warn
 }
 
 /** Calls each observer's `ended`; one that throws is logged. */
-export function notifyEnded(observers: readonly RequestObserver[], log: { warn(fields: object, message: string): void }, facts: RequestFacts, decision: Decision, snapshot: Snapshot, end: RequestEnd): void {
+export function notifyEnded(observers: readonly RequestObserver[], log: { warn(fields: object, message: string): void }, facts: RequestFacts, decision: Decision, snapshot: Generation, end: RequestEnd): void {
   for (const observer of observers) {
     try {
       observer.ended?.(facts, decision, snapshot, end);

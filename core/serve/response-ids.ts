@@ -7,7 +7,7 @@
 // traffic, and survive router restarts (docs/serving.md, "Responses API").
 import { createHash, randomBytes } from 'node:crypto';
 import { rejection, type Rejection } from '../errors.ts';
-import type { Snapshot } from '../policy/snapshot.ts';
+import type { Generation } from '../decide/generation.ts';
 
 /** resp_ (vLLM's prefix), sy1 (this scheme), 12 hex of replica tag, 16 of conversation, 16 random. */
 const ID = /^resp_sy1([0-9a-f]{12})([0-9a-f]{16})[0-9a-f]{16}$/;
@@ -17,10 +17,10 @@ export function replicaTag(replicaId: string): string {
   return createHash('sha256').update(`switchyard replica ${replicaId}`).digest('hex').slice(0, 12);
 }
 
-const tagsBySnapshot = new WeakMap<Snapshot, Map<string, string>>();
+const tagsBySnapshot = new WeakMap<Generation, Map<string, string>>();
 
 /** The replica id a tag stands for in this snapshot, if any. */
-function replicaOfTag(snapshot: Snapshot, tag: string): string | undefined {
+function replicaOfTag(snapshot: Generation, tag: string): string | undefined {
   let tags = tagsBySnapshot.get(snapshot);
   if (!tags) {
     tags = new Map();
@@ -48,7 +48,7 @@ export interface ResponseChain {
  * What a previous_response_id says: undefined when the router did not mint
  * it (a client's own id goes where the strategies send it, and the engine answers).
  */
-export function readChain(snapshot: Snapshot, previousId: string): ResponseChain | undefined {
+export function readChain(snapshot: Generation, previousId: string): ResponseChain | undefined {
   const match = ID.exec(previousId);
   if (!match) return undefined;
   return { conversation: match[2], replica: replicaOfTag(snapshot, match[1]), notFound: responseNotFound(previousId) };

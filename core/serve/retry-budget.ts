@@ -3,7 +3,7 @@
 // more). When a whole pool goes bad, every request fails at once; without a
 // budget each would be sent again, doubling the load on what is left just
 // when it can least take it.
-import type { RetrySettings } from '../policy/snapshot.ts';
+import type { RetrySettings } from '../decide/generation.ts';
 
 interface PoolCount {
   /** Requests of the pool in the proxy, from decision to last byte. */

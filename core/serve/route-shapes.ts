@@ -6,7 +6,7 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Admitted, DecideOptions } from '../decide/decide.ts';
 import type { Rejection } from '../errors.ts';
-import type { Snapshot } from '../policy/snapshot.ts';
+import type { Generation } from '../decide/generation.ts';
 import { anthropicErrorEvent, writeAnthropicRejection } from './anthropic-errors.ts';
 import { RAW_BODY, replaceField, type MultipartBody } from './multipart-body.ts';
 import { writeRejection } from './rejections.ts';
@@ -27,7 +27,7 @@ export interface RouteShape {
   writeError(res: ServerResponse, r: Rejection, requestId: string, extraHeaders?: Record<string, string>): void;
   /** How a stream that breaks after its first byte ends (default: OpenAI's error event). */
   readonly errorEvent?: (r: Rejection) => string;
-  prepare?(body: Body, snapshot: Snapshot): Prepared;
+  prepare?(body: Body, snapshot: Generation): Prepared;
   /** The upstream body of one attempt (default: the JSON with `model` rewritten, serialized once). */
   bodyFor?(body: Body, decision: Admitted, prepared: Prepared): string | Buffer;
   contentTypeOf?(body: Body): string | undefined;

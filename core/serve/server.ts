@@ -10,7 +10,7 @@ import { BODY_SCHEMAS } from '../facts/request-schemas.ts';
 import { LiveFleet } from '../fleet/live-fleet.ts';
 import { DecisionLog } from '../observe/decision-log.ts';
 import { RouterMetrics } from '../observe/metrics.ts';
-import type { Pool, RouterSettings, Snapshot } from '../policy/snapshot.ts';
+import type { Pool, RouterSettings, Generation } from '../decide/generation.ts';
 import { checkAdminOptions, startAdminListener, type AdminListenerOptions } from './admin-listener.ts';
 import { registerProbeRoutes, type AdminHooks } from './admin-routes.ts';
 import { registerExplorerRoutes } from './explorer-routes.ts';
@@ -40,7 +40,7 @@ import { registerShadowRoutes } from '../shadow/shadow-routes.ts';
 /** A policy source that can also reload and report (the PolicyStore). */
 export interface ServedPolicy extends PolicySource {
   /** Called with each new snapshot after a successful reload. */
-  onSwap?(listener: (snapshot: Snapshot) => void): void;
+  onSwap?(listener: (snapshot: Generation) => void): void;
   /** Reload attempts (`reload`: live, unchanged, refused) and control-plane states (`control-plane`). */
   on?(event: 'reload' | 'control-plane', listener: (event: { result?: string; state?: string }) => void): unknown;
   reload?(reason: string): Promise<Record<string, unknown>>;
@@ -117,7 +117,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   const replicas = options.replicas ?? DIRECT_REPLICAS;
   await replicas.sync(initial);
 
-  const targets = (snapshot: Snapshot) => [...snapshot.replicas.values()].map((r) => ({ id: r.id, url: replicas.urlOf(r), engine: r.engine, apiKey: r.apiKey }));
+  const targets = (snapshot: Generation) => [...snapshot.replicas.values()].map((r) => ({ id: r.id, url: replicas.urlOf(r), engine: r.engine, apiKey: r.apiKey }));
   const waiting = new Waiting();
   let app: FastifyInstance | undefined; // the fleet logs through it once it exists
   const fleet = new LiveFleet({
@@ -374,7 +374,7 @@ function refreshPluginGauges(metrics: RouterMetrics, status: Record<string, unkn
   }
 }
 
-function refreshReplicaGauges(metrics: RouterMetrics, snapshot: Snapshot, fleet: LiveFleet): void {
+function refreshReplicaGauges(metrics: RouterMetrics, snapshot: Generation, fleet: LiveFleet): void {
   const now = Date.now();
   // Replicas a reload removed must not linger as series.
   for (const gauge of [metrics.replicaKvUsage, metrics.replicaQueue, metrics.replicaInFlight, metrics.replicaSignalAge, metrics.replicaHealthy, metrics.replicaEjected, metrics.admission.replicaPrefillTokens, metrics.admission.replicaActiveStreams]) gauge.reset();

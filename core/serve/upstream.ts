@@ -4,7 +4,7 @@
 // stays under the engine's own idle timeout (uvicorn's is 5 s) so we never
 // write to a socket it closed.
 import { Pool } from 'undici';
-import type { UpstreamSettings } from '../policy/snapshot.ts';
+import type { UpstreamSettings } from '../decide/generation.ts';
 
 const KEEP_ALIVE_MS = 4000;
 

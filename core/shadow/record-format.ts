@@ -4,7 +4,7 @@
 // and `switchyard diff --replay` read it back (docs/changing-policy.md).
 import type { Decision } from '../decide/decision.ts';
 import type { RequestFacts } from '../facts/request-facts.ts';
-import type { Snapshot } from '../policy/snapshot.ts';
+import type { Generation } from '../decide/generation.ts';
 import type { RequestEnd } from '../serve/request-observer.ts';
 import { decisionSide, type DecisionSide } from './compare.ts';
 import { promptBlockKeys, recordedFacts, replayedFacts, type RecordedFacts } from './recorded-facts.ts';
@@ -25,7 +25,7 @@ export interface RecordLine {
   readonly end: RequestEnd;
 }
 
-export function recordLine(facts: RequestFacts, decision: Decision, snapshot: Snapshot, end: RequestEnd, now = Date.now()): RecordLine {
+export function recordLine(facts: RequestFacts, decision: Decision, snapshot: Generation, end: RequestEnd, now = Date.now()): RecordLine {
   return {
     v: RECORD_VERSION,
     at: Math.round(now - end.durationMs),

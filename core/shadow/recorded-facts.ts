@@ -10,7 +10,7 @@
 import { hashRange } from '../../sdk/hashing.ts';
 import type { RequestFacts } from '../facts/request-facts.ts';
 import { BODY_SCHEMAS } from '../facts/request-schemas.ts';
-import type { RouterSettings } from '../policy/snapshot.ts';
+import type { RouterSettings } from '../decide/generation.ts';
 
 /** Facts never recorded, whatever their type. */
 const NEVER_RECORDED: ReadonlySet<string> = new Set(['promptText', 'promptTokenIds']);

@@ -9,7 +9,7 @@ import { open, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import type { Logger } from '../../sdk/index.ts';
 import type { Decision } from '../decide/decision.ts';
 import type { RequestFacts } from '../facts/request-facts.ts';
-import type { Snapshot } from '../policy/snapshot.ts';
+import type { Generation } from '../decide/generation.ts';
 import type { RequestEnd, RequestObserver } from '../serve/request-observer.ts';
 import { recordLine } from './record-format.ts';
 
@@ -73,7 +73,7 @@ export class TrafficRecorder implements RequestObserver {
     return recorder;
   }
 
-  ended(facts: RequestFacts, decision: Decision, snapshot: Snapshot, end: RequestEnd): void {
+  ended(facts: RequestFacts, decision: Decision, snapshot: Generation, end: RequestEnd): void {
     this.write(JSON.stringify(recordLine(facts, decision, snapshot, end)));
   }
 

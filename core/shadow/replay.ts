@@ -12,18 +12,18 @@ import type { Decision } from '../decide/decision.ts';
 import type { DecideEnv } from '../decide/env.ts';
 import { MemoryQuotaStore } from '../decide/quota.ts';
 import { EMPTY_FLEET } from '../fleet/types.ts';
-import type { Snapshot } from '../policy/snapshot.ts';
+import type { Generation } from '../decide/generation.ts';
 import type { ReplayedRecord } from './record-format.ts';
 
 export class ReplayDecider {
-  readonly snapshot: Snapshot;
+  readonly snapshot: Generation;
   readonly #quota = new MemoryQuotaStore();
   #now = 0;
   #clock = 0;
   #random: () => number = Math.random;
   readonly #env: DecideEnv;
 
-  constructor(snapshot: Snapshot) {
+  constructor(snapshot: Generation) {
     this.snapshot = snapshot;
     this.#env = { now: () => this.#now, clock: () => this.#clock, random: () => this.#random(), quota: this.#quota };
   }

@@ -22,8 +22,8 @@ import type { RequestFacts } from '../facts/request-facts.ts';
 import type { FleetView } from '../fleet/types.ts';
 import { redactSecrets } from '../observe/secrets.ts';
 import type { PluginLoader } from '../plugins/loader.ts';
-import { PolicyStore, type ReloadOutcome } from '../policy/store.ts';
-import type { Snapshot } from '../policy/snapshot.ts';
+import { PolicyStore, type ReloadOutcome } from '../decide/store.ts';
+import type { Generation } from '../decide/generation.ts';
 import type { RequestObserver } from '../serve/request-observer.ts';
 import { compareSides, decisionSide, describePair, type DecisionSide, type StepDifference } from './compare.ts';
 import { RandomTape } from './random-tape.ts';
@@ -73,7 +73,7 @@ export class Shadow implements RequestObserver {
   }
 
   /** The shadow's live snapshot, when on. */
-  current(): Snapshot | undefined {
+  current(): Generation | undefined {
     return this.#store?.current();
   }
 

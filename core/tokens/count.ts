@@ -6,13 +6,13 @@
 // cascade picks one: those requests keep the estimate).
 import type { RequestFacts } from '../facts/request-facts.ts';
 import type { Endpoint } from '../facts/request-schemas.ts';
-import type { Snapshot } from '../policy/snapshot.ts';
+import type { Generation } from '../decide/generation.ts';
 import { chatInput, unsupportedChat } from './chat-template.ts';
 import type { CountJob } from './counter.ts';
 import type { FallbackReason, TokenizerService } from './service.ts';
 
 /** The tokenizer folder that counts requests for `requested`, if one does. */
-export function tokenizerFor(snapshot: Snapshot, requested: string): string | undefined {
+export function tokenizerFor(snapshot: Generation, requested: string): string | undefined {
   const model = snapshot.models.get(requested) ?? snapshot.models.get(snapshot.aliases.get(requested)?.model ?? snapshot.adapters.get(requested) ?? '');
   if (model) return model.tokenizer;
   const cascade = snapshot.aliases.get(requested)?.cascade;

@@ -3,7 +3,7 @@
 // the policy: a reload starts new ones and stops removed ones.
 import type { ReplicaAddresses } from '../../core/serve/replica-addresses.ts';
 import { startEmulator, type Emulator } from './server.ts';
-import type { ReplicaSpec, Snapshot } from '../../core/policy/snapshot.ts';
+import type { ReplicaSpec, Generation } from '../../core/decide/generation.ts';
 
 const EMULATE = 'emulate://';
 
@@ -40,7 +40,7 @@ export class EmbeddedFleet implements ReplicaAddresses {
   }
 
   /** Starts the emulated replicas `snapshot` names and stops those it no longer does. */
-  async sync(snapshot: Snapshot): Promise<void> {
+  async sync(snapshot: Generation): Promise<void> {
     const wanted = new Map<string, { spec: ReplicaSpec; model: string; adapters: string[] }>();
     for (const pool of snapshot.pools) {
       // Every adapter of the model is registered (as vLLM's --lora-modules);

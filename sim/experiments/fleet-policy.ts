@@ -3,12 +3,10 @@
 // pools and strategy chains each experiment varies. They go through the
 // same loader and checks as a policy directory.
 import { stringify } from 'yaml';
-import { buildSnapshot } from '../../core/policy/load.ts';
+import { compileInputs } from '../../core/policy/load.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
-import type { Snapshot } from '../../core/policy/snapshot.ts';
+import type { CompiledPolicy } from '../../core/policy/compiled.ts';
 import type { StrategyRegistry } from '../../core/plugins/registry.ts';
-import type { KvIndexView } from '../../sdk/index.ts';
-import type { PolicyFactory } from '../simulator/simulator.ts';
 import { PolicyError } from '../../core/diagnostics/problem.ts';
 
 export const MODEL = 'llama-3-8b-instruct';
@@ -107,17 +105,11 @@ export function fleetPolicyFiles(spec: FleetPolicySpec): Record<string, string> 
   };
 }
 
-/** The snapshot of `files`, its pools' strategies from `registry` (sim never imports plugins/: cli hands them in). */
-export function snapshotOf(files: Record<string, string>, registry: StrategyRegistry, seed: string, now: () => number, kvIndex?: KvIndexView): Snapshot {
-  const loaded = buildSnapshot(policyInputsFromTexts(files, { registry }), { seed, now, kvIndex });
-  if (!loaded.snapshot) throw new PolicyError(loaded.problems);
-  return loaded.snapshot;
-}
-
-/** A PolicyFactory for the simulator, with the strategies of `registry`. */
-export function fleetPolicy(spec: FleetPolicySpec, registry: StrategyRegistry): PolicyFactory {
-  const files = fleetPolicyFiles(spec);
-  return (seed, now, kvIndex) => snapshotOf(files, registry, seed, now, kvIndex);
+/** The compiled policy for the simulator, with the strategies of `registry`; each simulated router builds its own generation of it. */
+export function fleetPolicy(spec: FleetPolicySpec, registry: StrategyRegistry): CompiledPolicy {
+  const compiled = compileInputs(policyInputsFromTexts(fleetPolicyFiles(spec), { registry }));
+  if (!compiled.policy) throw new PolicyError(compiled.problems);
+  return compiled.policy;
 }
 
 /** The bundled policy's chain: session affinity, prefix affinity, then power of two. */

@@ -5,7 +5,7 @@
 // router's own in-flight counts are exact and always fresh.
 import { loadSignals } from '../../core/decide/candidates.ts';
 import type { FleetView, ReplicaHealth, ReplicaState } from '../../core/fleet/types.ts';
-import type { Pool, ReplicaSpec, Snapshot } from '../../core/policy/snapshot.ts';
+import type { Pool, ReplicaSpec, Generation } from '../../core/decide/generation.ts';
 import type { Clock } from '../clock.ts';
 import { EngineModel } from '../engine/engine-model.ts';
 import { getProfile, type EngineProfile } from '../engine/profiles.ts';
@@ -155,7 +155,7 @@ export class SimFleet {
   private scrapes = 0;
 
   constructor(
-    snapshot: Snapshot,
+    snapshot: Generation,
     private readonly clock: Clock,
     private readonly options: FleetOptions,
   ) {

@@ -9,7 +9,8 @@ import { decide, type Admitted as AdmittedDecision, type Decision, type DecideOp
 import { createEnv, type DecideEnv } from '../../core/decide/env.ts';
 import { MemoryQuotaStore } from '../../core/decide/quota.ts';
 import { requestFacts, sha256Hex, type FactsOptions } from '../../core/facts/request-facts.ts';
-import type { Pool, Snapshot } from '../../core/policy/snapshot.ts';
+import { buildGeneration, type CompiledPolicy, type Generation, type Pool } from '../../core/decide/generation.ts';
+import { PolicyError } from '../../core/diagnostics/problem.ts';
 import { KvIndex } from '../../core/fleet/kv-index.ts';
 import { chainBlockHashes, prefixSeed, seededRandom, type KvIndexView } from '../../sdk/index.ts';
 import { KvEventRecorder, type KvBlockEvent } from '../engine/kv-events.ts';
@@ -29,15 +30,9 @@ import { GroupedStats, GroupStats, type GroupSummary } from './stats.ts';
 import type { PolicyProblem } from '../../core/diagnostics/problem.ts';
 import { formatPath } from '../../core/diagnostics/schema-problems.ts';
 
-/**
- * Builds one router instance's snapshot; `now` is the virtual clock, `kvIndex`
- * the engines' KV cache contents (for strategies' ctx.kvIndex). Throws on an
- * invalid policy.
- */
-export type PolicyFactory = (seed: string, now: () => number, kvIndex: KvIndexView) => Snapshot;
-
 export interface SimOptions {
-  readonly policy: PolicyFactory;
+  /** Compiled once; each router instance gets its own generation of it (its own strategy instances and state). */
+  readonly policy: CompiledPolicy;
   readonly workload: Workload;
   /** Default: the workload's seed, else 1. */
   readonly seed?: number | string;
@@ -125,7 +120,7 @@ const REQUEST_COLUMNS = [
 const TIMELINE_COLUMNS = ['t_s', 'arrivals', 'completed', 'rejected', 'mean_ttft_ms', 'running', 'waiting', 'mean_kv_usage', 'max_kv_usage', 'saturated'];
 
 interface Router {
-  readonly snapshot: Snapshot;
+  readonly snapshot: Generation;
   readonly env: DecideEnv;
   readonly view: RouterView;
 }
@@ -230,7 +225,12 @@ class Simulation {
     const now = () => this.clock.now();
     this.kvIndex = new KvIndex({ now });
     const seeds = Array.from({ length: routerCount }, (_, i) => (routerCount === 1 ? this.seed : `${this.seed}:router-${i}`));
-    const snapshots = seeds.map((seed) => options.policy(seed, now, this.kvIndex));
+    const snapshots = seeds.map((seed) => {
+      // The virtual clock for strategies, the engines' KV cache contents for their ctx.kvIndex.
+      const built = buildGeneration(options.policy, { seed, now, kvIndex: this.kvIndex });
+      if (!built.snapshot) throw new PolicyError(built.problems);
+      return built.snapshot;
+    });
     const snapshot = snapshots[0];
     const settings = snapshot.settings;
     this.scrapeIntervalMs = options.scrapeIntervalMs ?? settings.scrapeIntervalMs;
@@ -539,7 +539,7 @@ function round3(x: number): number {
 }
 
 /** The workload's tenants as the policy knows them: API key hashes, checked. */
-export function resolveTenants(workload: Workload, snapshot: Snapshot): ResolvedTenant[] {
+export function resolveTenants(workload: Workload, snapshot: Generation): ResolvedTenant[] {
   const spec = workload.spec;
   const problems: PolicyProblem[] = [];
   const keyOf = new Map<string, string>();

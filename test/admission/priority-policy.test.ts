@@ -6,7 +6,7 @@ import { createEnv } from '../../core/decide/env.ts';
 import { shedProbability, SHEDDING_DEFAULTS } from '../../core/decide/shed.ts';
 import { formatProblem } from '../../core/diagnostics/problem.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
-import { buildSnapshot } from '../../core/policy/load.ts';
+import { buildSnapshot } from '../../core/decide/load.ts';
 import { builtinRegistry } from '../helpers/builtins.ts';
 import { ManualFleet, policyFrom, route } from '../helpers/core.ts';
 

@@ -12,7 +12,7 @@ import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 import { registryOf } from '../../core/plugins/registry.ts';
 import { formatProblem } from '../../core/diagnostics/problem.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
-import { buildSnapshot } from '../../core/policy/load.ts';
+import { buildSnapshot } from '../../core/decide/load.ts';
 import type { StrategyDefinition } from '../../sdk/index.ts';
 import { admitted, facts, ManualFleet, POLICIES, policyDirTexts, rejected, type TestRequest } from '../helpers/core.ts';
 

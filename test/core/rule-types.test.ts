@@ -4,7 +4,7 @@
 // the rule then silently never matches.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { buildSnapshot } from '../../core/policy/load.ts';
+import { buildSnapshot } from '../../core/decide/load.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import { RULE_FACTS } from '../../core/rules/rule-facts.ts';
 import { readFileSync } from 'node:fs';

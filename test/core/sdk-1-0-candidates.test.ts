@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createEnv } from '../../core/decide/env.ts';
 import { registryOf } from '../../core/plugins/registry.ts';
-import { buildSnapshot } from '../../core/policy/load.ts';
+import { buildSnapshot } from '../../core/decide/load.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 import type { Candidate, StrategyDefinition } from '../../sdk/index.ts';

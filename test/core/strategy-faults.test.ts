@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { createEnv } from '../../core/decide/env.ts';
 import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 import { registryOf } from '../../core/plugins/registry.ts';
-import { buildSnapshot } from '../../core/policy/load.ts';
+import { buildSnapshot } from '../../core/decide/load.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import type { StrategyDefinition } from '../../sdk/index.ts';
 import { ManualFleet, routeAdmitted } from '../helpers/core.ts';

@@ -7,7 +7,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { PolicyStore } from '../../core/policy/store.ts';
+import { PolicyStore } from '../../core/decide/store.ts';
 import { startEmulator, type Emulator } from '../../sim/emulator/server.ts';
 import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 import { FULL_HEADERS_SETTINGS, json, OPEN_TENANTS, startTestRouter, TEST_KEY, TINY_MODELS, type TestRouter } from '../helpers/router.ts';

@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import puppeteer from 'puppeteer-core';
-import { PolicyStore } from '../../core/policy/store.ts';
+import { PolicyStore } from '../../core/decide/store.ts';
 import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 import { OPEN_TENANTS, startTestRouter, tinyPool, TINY_MODELS } from '../helpers/router.ts';
 

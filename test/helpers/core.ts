@@ -7,9 +7,9 @@ import { createEnv, type DecideEnv } from '../../core/decide/env.ts';
 import { requestFacts } from '../../core/facts/request-facts.ts';
 import type { Endpoint } from '../../core/facts/request-schemas.ts';
 import type { FleetView, ReplicaState } from '../../core/fleet/types.ts';
-import { buildSnapshot } from '../../core/policy/load.ts';
+import { buildSnapshot } from '../../core/decide/load.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
-import type { Snapshot } from '../../core/policy/snapshot.ts';
+import type { Generation } from '../../core/decide/generation.ts';
 import { listPolicyFiles } from '../../core/policy/source.ts';
 import { readFileSync } from 'node:fs';
 import { displayPath, formatProblem } from '../../core/diagnostics/problem.ts';
@@ -22,13 +22,13 @@ export function policyDirTexts(dir: string): Record<string, string> {
   return Object.fromEntries(listPolicyFiles(dir).map((path) => [displayPath(path), readFileSync(path, 'utf8')]));
 }
 
-export function bundledPolicy(seed: number | string = 1): Snapshot {
+export function bundledPolicy(seed: number | string = 1): Generation {
   const result = buildSnapshot(policyInputsFromTexts(policyDirTexts(POLICIES), { registry: builtinRegistry }), { seed });
   if (!result.snapshot) throw new Error(result.problems.map(formatProblem).join('\n'));
   return result.snapshot;
 }
 
-export function policyFrom(files: Record<string, string>, seed: number | string = 1): Snapshot {
+export function policyFrom(files: Record<string, string>, seed: number | string = 1): Generation {
   const result = buildSnapshot(policyInputsFromTexts(files, { registry: builtinRegistry }), { seed });
   if (!result.snapshot) throw new Error(result.problems.map(formatProblem).join('\n'));
   return result.snapshot;
@@ -79,7 +79,7 @@ export class ManualFleet implements FleetView {
 }
 
 export function route(
-  snapshot: Snapshot,
+  snapshot: Generation,
   r: TestRequest,
   fleet: FleetView = new ManualFleet(),
   env: DecideEnv = createEnv({ now: () => 0 }),
@@ -123,7 +123,7 @@ export function singlePool(options: {
   tenants?: string;
   settings?: string;
   seed?: number | string;
-}): Snapshot {
+}): Generation {
   const n = options.replicas ?? 4;
   const replicas = Array.from({ length: n }, (_, i) => `      - { id: r${i}, url: "http://127.0.0.1:${9000 + i}"${options.replicaFields ? `, ${options.replicaFields}` : ''} }`).join('\n');
   return policyFrom(

@@ -13,7 +13,7 @@ import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PluginLoader } from '../../core/plugins/loader.ts';
-import { PolicyStore } from '../../core/policy/store.ts';
+import { PolicyStore } from '../../core/decide/store.ts';
 import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 import { OPEN_TENANTS, startTestRouter, TINY_MODELS, until } from '../helpers/router.ts';
 

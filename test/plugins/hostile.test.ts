@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CageLimits } from '../../core/plugins/cage/cage.ts';
 import { PluginLoader } from '../../core/plugins/loader.ts';
-import { PolicyStore } from '../../core/policy/store.ts';
+import { PolicyStore } from '../../core/decide/store.ts';
 import { OPEN_TENANTS, startTestRouter, TINY_MODELS, tinyPool, until, type TestRouter } from '../helpers/router.ts';
 import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 

@@ -5,7 +5,7 @@ import { copyFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { listPluginFiles, PluginLoader } from '../../core/plugins/loader.ts';
-import { loadPolicy } from '../../core/policy/load.ts';
+import { loadSnapshot } from '../../core/decide/load.ts';
 import { context, expectPick, fleet, request } from '../../sdk/testkit/index.ts';
 import { cleanup, pluginSource, tempDir, write, writePolicy } from './fixtures.ts';
 import { formatProblem } from '../../core/diagnostics/problem.ts';
@@ -156,7 +156,7 @@ test('an invalid plugin config names the policy file, the path in it, and the pl
   const dir = tempDir();
   write(join(dir, 'plugins', 'labelled.ts'), pluginSource('labelled', { typed: true }));
   writePolicy(dir, { pluginDirs: ['./plugins'], strategies: '\n      - name: labelled\n        config: { label: 7 }' });
-  const result = await loadPolicy(dir, { loader: loader() });
+  const result = await loadSnapshot(dir, { loader: loader() });
   assert.equal(result.snapshot, undefined);
   const errors = errorsOf(result.problems).join('\n');
   assert.match(errors, /pools\.yaml:8:26: strategy "labelled" \(plugin .*plugins\/labelled\.ts\): pools\[0\]\.strategies\[0\]\.config\.label: must be string, not number/);
@@ -166,7 +166,7 @@ test('a plugin whose create() throws is reported where the policy names it; noth
   const dir = tempDir();
   write(join(dir, 'plugins', 'grumpy.mjs'), "export default { name: 'grumpy', version: '1.0.0', sdk: '^1', create() { throw new Error('no thanks'); } };");
   writePolicy(dir, { pluginDirs: ['plugins'], strategies: '[power-of-two, grumpy]' });
-  const result = await loadPolicy(dir, { loader: loader() });
+  const result = await loadSnapshot(dir, { loader: loader() });
   assert.equal(result.snapshot, undefined);
   assert.match(errorsOf(result.problems).join('\n'), /pools\.yaml:6:\d+: strategy "grumpy" \(plugin .*grumpy\.mjs\): create\(\) threw: no thanks/);
 });
@@ -174,7 +174,7 @@ test('a plugin whose create() throws is reported where the policy names it; noth
 test('a plugin directory that does not exist is reported in the settings file', async () => {
   const dir = tempDir();
   writePolicy(dir, { pluginDirs: ['./nowhere'] });
-  const result = await loadPolicy(dir, { loader: loader() });
+  const result = await loadSnapshot(dir, { loader: loader() });
   assert.match(errorsOf(result.problems).join('\n'), /settings\.yaml:2:\d+: plugin directory "\.\/nowhere" .* does not exist/);
 });
 
@@ -182,13 +182,13 @@ test('a policy uses a plugin from its plugin_dirs; a broken plugin anywhere in t
   const dir = tempDir();
   write(join(dir, 'plugins', 'first.mjs'), pluginSource('first'));
   writePolicy(dir, { pluginDirs: ['plugins'], strategies: '[first]' });
-  const ok = await loadPolicy(dir, { loader: loader() });
+  const ok = await loadSnapshot(dir, { loader: loader() });
   assert.deepEqual(errorsOf(ok.problems), []);
   assert.equal(ok.snapshot!.pools[0].chain[0].name, 'first');
   assert.deepEqual(ok.plugins.map((p) => p.name), ['first']);
 
   write(join(dir, 'plugins', 'unused.mjs'), 'export default {');
-  const broken = await loadPolicy(dir, { loader: loader() });
+  const broken = await loadSnapshot(dir, { loader: loader() });
   assert.equal(broken.snapshot, undefined);
   assert.match(errorsOf(broken.problems).join('\n'), /unused\.mjs:1:17: does not compile/);
 });

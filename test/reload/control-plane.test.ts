@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, afterEach, test } from 'node:test';
 import { PluginLoader } from '../../core/plugins/loader.ts';
-import { PolicyStore } from '../../core/policy/store.ts';
+import { PolicyStore } from '../../core/decide/store.ts';
 import { cleanup, tempDir, write, writePolicy } from '../plugins/fixtures.ts';
 import { recordOutcomes, sleep, waitFor } from './helpers.ts';
 import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';

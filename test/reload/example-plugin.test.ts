@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { copyFileSync, mkdirSync, mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PolicyStore } from '../../core/policy/store.ts';
+import { PolicyStore } from '../../core/decide/store.ts';
 import { OPEN_TENANTS, startTestRouter, TINY_MODELS, tinyPool, until } from '../helpers/router.ts';
 import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 

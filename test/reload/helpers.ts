@@ -1,7 +1,7 @@
 // Shared by the reload tests: waiting for a condition, a strategy that counts
 // its disposals and carries a counter over reloads, and a store per test that
 // is always closed.
-import type { PolicyStore, ReloadOutcome } from '../../core/policy/store.ts';
+import type { PolicyStore, ReloadOutcome } from '../../core/decide/store.ts';
 import type { StrategyDefinition } from '../../sdk/types.ts';
 
 export async function waitFor(what: string, check: () => boolean, timeoutMs = 3000): Promise<number> {

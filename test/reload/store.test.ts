@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, afterEach, test } from 'node:test';
 import { PluginLoader } from '../../core/plugins/loader.ts';
-import { PolicyStore, type PolicyStoreOptions } from '../../core/policy/store.ts';
+import { PolicyStore, type PolicyStoreOptions } from '../../core/decide/store.ts';
 import type { ServedPolicy } from '../../core/serve/server.ts';
 import { chainBlockHashes } from '../../sdk/prefix.ts';
 import { fleet, request } from '../../sdk/testkit/index.ts';

@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PluginLoader } from '../../core/plugins/loader.ts';
-import { PolicyStore } from '../../core/policy/store.ts';
+import { PolicyStore } from '../../core/decide/store.ts';
 import { OPEN_TENANTS, startTestRouter, TEST_KEY, TINY_MODELS } from '../helpers/router.ts';
 import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 

@@ -6,7 +6,7 @@ import { copyFileSync, mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync
 import { join } from 'node:path';
 import { after, afterEach, test } from 'node:test';
 import { PluginLoader } from '../../core/plugins/loader.ts';
-import { PolicyStore } from '../../core/policy/store.ts';
+import { PolicyStore } from '../../core/decide/store.ts';
 import { fleet, request } from '../../sdk/testkit/index.ts';
 import type { ReplicaPick } from '../../sdk/types.ts';
 import { cleanup, modelsYaml, pluginSource, poolsYaml, tempDir, write, writePolicy } from '../plugins/fixtures.ts';

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
 import { startRouter } from '../../core/serve/server.ts';
-import { PolicyStore } from '../../core/policy/store.ts';
+import { PolicyStore } from '../../core/decide/store.ts';
 import { policyFrom } from '../helpers/core.ts';
 import { json, OPEN_TENANTS, startTestRouter, TINY_MODELS, tinyPool } from '../helpers/router.ts';
 import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';

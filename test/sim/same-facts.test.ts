@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { main } from '../../cli/main.ts';
 import type { Decision } from '../../core/decide/decide.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
-import { buildSnapshot } from '../../core/policy/load.ts';
+import { compileInputs } from '../../core/policy/load.ts';
 import { simulate } from '../../sim/simulator/simulator.ts';
 import { CODE_SNIPPET } from '../../sim/workload/synthetic.ts';
 import { workloadFromSpec, type WorkloadSpec } from '../../sim/workload/load.ts';
@@ -37,11 +37,7 @@ function oneRequest(codeFraction: number): WorkloadSpec {
 function simulated(codeFraction: number): Decision {
   const decisions: Decision[] = [];
   simulate({
-    policy: (seed, now) => {
-      const loaded = buildSnapshot(policyInputsFromTexts(policyFiles, { registry: builtinRegistry }), { seed, now });
-      if (!loaded.snapshot) throw new Error('the bundled policy is invalid');
-      return loaded.snapshot;
-    },
+    policy: compileInputs(policyInputsFromTexts(policyFiles, { registry: builtinRegistry })).policy!,
     workload: workloadFromSpec('one request', oneRequest(codeFraction)),
     seed: 1,
     onDecision: (d) => decisions.push(d),

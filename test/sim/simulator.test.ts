@@ -113,12 +113,9 @@ describe('simulate: configurations that cannot make progress are errors, never h
   });
 
   it('a replica with a real url and no profile to simulate it as', () => {
-    const files = fleetPolicy({ pools: [{ name: 'general', replicas: 1, strategies: ['random'] }] }, builtinRegistry);
-    const policy: SimOptions['policy'] = (seed, now, kvIndex) => {
-      const snapshot = files(seed, now, kvIndex);
-      const replica = { ...snapshot.pools[0].replicas[0], url: 'http://10.0.0.7:8000' };
-      return { ...snapshot, pools: [{ ...snapshot.pools[0], replicas: [replica] }] };
-    };
+    const compiled = fleetPolicy({ pools: [{ name: 'general', replicas: 1, strategies: ['random'] }] }, builtinRegistry);
+    const replica = { ...compiled.pools[0].replicas[0], url: 'http://10.0.0.7:8000' };
+    const policy: SimOptions['policy'] = { ...compiled, pools: [{ ...compiled.pools[0], replicas: [replica] }] };
     assert.throws(() => simulate({ policy, workload: workloadFromSpec('w', workload) }), /is a real engine: .*--default-profile/);
     assert.equal(simulate({ policy, workload: workloadFromSpec('w', workload), defaultProfile: 'llama-3.1-8b-h100' }).overall.completed, 50);
   });

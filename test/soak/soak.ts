@@ -26,7 +26,7 @@ async function runEngine(port: number): Promise<void> {
 }
 
 async function runRouter(ports: number[]): Promise<void> {
-  const { buildSnapshot } = await import('../../core/policy/load.ts');
+  const { buildSnapshot } = await import('../../core/decide/load.ts');
   const { policyInputsFromTexts } = await import('../../core/policy/inputs.ts');
   const { registryOf } = await import('../../core/plugins/registry.ts');
   const { BUILTIN_STRATEGIES } = await import('../../plugins/index.ts');

@@ -1,6 +1,6 @@
 // Models and their versions, and the aliases that name them (kind: models).
 import { checkTokenizerFolder, tokenizerDir } from '../../tokens/folder.ts';
-import { versionKey, type AliasEntry, type CascadeEntry, type ModelEntry, type Pool } from '../snapshot.ts';
+import { versionKey, type AliasEntry, type CascadeEntry, type ModelEntry, type PoolSpec } from '../compiled.ts';
 import type { PolicySource } from '../source.ts';
 import { unknown, type CompileContext, type Doc } from './context.ts';
 
@@ -77,7 +77,7 @@ export function compileAliases(ctx: CompileContext, { models, unknownModel }: Co
 }
 
 /** Every version that gets traffic needs a pool to go to. */
-export function checkVersionsServed(ctx: CompileContext, { models, origins }: CompiledModels, poolsByVersion: ReadonlyMap<string, readonly Pool[]>): void {
+export function checkVersionsServed(ctx: CompileContext, { models, origins }: CompiledModels, poolsByVersion: ReadonlyMap<string, readonly PoolSpec[]>): void {
   for (const [id, { source, index }] of origins) {
     models.get(id)!.versions.forEach((v, j) => {
       if (v.weight > 0 && !poolsByVersion.has(versionKey(id, v.version))) {

@@ -1,19 +1,19 @@
 // Pool overflow (pools.yaml `overflow`): where a pool sends the requests it
 // would refuse for capacity or shed. The target must be another pool of the
 // same model version, and following overflows must never come back round.
-import { versionKey, type Pool } from '../snapshot.ts';
+import { versionKey, type PoolSpec } from '../compiled.ts';
 import type { PolicySource } from '../source.ts';
 import type { PathSegment } from '../../diagnostics/schema-problems.ts';
 import type { CompileContext } from './context.ts';
 
 export interface OverflowRef {
-  readonly pool: Pool;
+  readonly pool: PoolSpec;
   readonly source: PolicySource;
   readonly at: PathSegment[];
 }
 
-export function checkOverflow(ctx: CompileContext, refs: readonly OverflowRef[], poolsByVersion: ReadonlyMap<string, readonly Pool[]>): void {
-  const target = (pool: Pool) => (pool.overflow === undefined ? undefined : poolsByVersion.get(versionKey(pool.model, pool.version))?.find((p) => p.name === pool.overflow));
+export function checkOverflow(ctx: CompileContext, refs: readonly OverflowRef[], poolsByVersion: ReadonlyMap<string, readonly PoolSpec[]>): void {
+  const target = (pool: PoolSpec) => (pool.overflow === undefined ? undefined : poolsByVersion.get(versionKey(pool.model, pool.version))?.find((p) => p.name === pool.overflow));
   for (const { pool, source, at } of refs) {
     if (pool.overflow === undefined) continue;
     const siblings = poolsByVersion.get(versionKey(pool.model, pool.version)) ?? [];

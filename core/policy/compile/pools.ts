@@ -1,14 +1,10 @@
 // Pools and replicas (kind: pools), and their strategy chains: each strategy
-// registered, its config valid against the plugin's schema; instances are
-// created only once the whole policy is known to be valid.
-import { DEFAULT_LOAD_SCORE_WEIGHTS, seededRandom, type KvIndexView, type Logger } from '../../../sdk/index.ts';
+// registered, its config valid against the plugin's schema. Instances are
+// the runtime's: each generation creates its own (core/decide/generation.ts).
+import { DEFAULT_LOAD_SCORE_WEIGHTS } from '../../../sdk/index.ts';
 import { OUTLIER_DEFAULTS } from '../../fleet/outlier.ts';
-import { PickBudget } from '../../decide/budget.ts';
-import { CandidateCache, DEFAULT_FULL_PREFILL_TOKENS } from '../../decide/candidates.ts';
-import { replicaCapacity } from '../../decide/derived.ts';
-import { SHEDDING_DEFAULTS } from '../../decide/shed.ts';
 import { configValidator } from '../../plugins/config.ts';
-import { versionKey, type Pool, type ReplicaSpec, type Snapshot, type StrategySlot } from '../snapshot.ts';
+import { DEFAULT_FULL_PREFILL_TOKENS, replicaCapacity, SHEDDING_DEFAULTS, versionKey, type PoolSpec, type ReplicaSpec, type StrategySpec } from '../compiled.ts';
 import type { PolicySource } from '../source.ts';
 import type { CompileContext, Doc } from './context.ts';
 import type { CompiledModels } from './models.ts';
@@ -37,33 +33,18 @@ const DEFAULTS = {
   strategies: ['session-affinity', 'prefix-affinity', 'power-of-two'],
 } as const;
 
-/** A strategy the policy names, checked but not yet created. */
-interface PendingSlot {
-  readonly name: string;
-  readonly definition: StrategySlot['definition'];
-  readonly config: unknown;
-  /** Identifies the slot across reloads, for handing state over. */
-  readonly slotKey: string;
-  /** Where the policy names this strategy: create() failures are reported there. */
-  readonly source: PolicySource;
-  readonly at: PathSegment[];
-}
-
-export interface PoolDrafts {
-  /** Pools without their strategy instances. */
-  readonly drafts: Pool[];
-  readonly pending: Map<Pool, PendingSlot[]>;
+export interface CompiledPools {
+  readonly pools: PoolSpec[];
   readonly replicas: Map<string, ReplicaSpec>;
   readonly poolNames: Set<string>;
-  readonly poolsByVersion: Map<string, Pool[]>;
+  readonly poolsByVersion: Map<string, PoolSpec[]>;
 }
 
-export function compilePools(ctx: CompileContext, { models, unknownModel }: CompiledModels): PoolDrafts {
-  const drafts: Pool[] = [];
-  const pending = new Map<Pool, PendingSlot[]>();
+export function compilePools(ctx: CompileContext, { models, unknownModel }: CompiledModels): CompiledPools {
+  const pools: PoolSpec[] = [];
   const replicas = new Map<string, ReplicaSpec>();
   const poolNames = new Set<string>();
-  const poolsByVersion = new Map<string, Pool[]>();
+  const poolsByVersion = new Map<string, PoolSpec[]>();
   const overflows: OverflowRef[] = [];
   for (const { source, doc } of ctx.ofKind('pools')) {
     const defaults = doc.defaults ?? {};
@@ -76,7 +57,7 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
         return ctx.report(source, [...path, 'version'], `"${p.model}" has no version "${p.version}" (it has ${model.versions.map((v) => v.version).join(', ')})`);
       }
       const key = `${versionKey(p.model, p.version)}/${p.name}`;
-      if (drafts.some((other) => other.key === key)) return ctx.report(source, [...path, 'name'], `pool "${p.name}" of ${versionKey(p.model, p.version)} is defined twice`);
+      if (pools.some((other) => other.key === key)) return ctx.report(source, [...path, 'name'], `pool "${p.name}" of ${versionKey(p.model, p.version)} is defined twice`);
       const poolReplicas: ReplicaSpec[] = [];
       if (p.replicas.length === 0) {
         ctx.report(source, [...path, 'replicas'], `pool "${p.name}" of ${versionKey(p.model, p.version)} has no replicas: every request routed to it would get a 503; add a replica, or remove the pool`);
@@ -121,15 +102,14 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
       const outlier = setting('outlier_detection');
       const strategies: Doc[] = p.strategies ?? defaults.strategies ?? DEFAULTS.strategies;
       const strategiesPath: PathSegment[] = p.strategies ? [...path, 'strategies'] : defaults.strategies ? ['defaults', 'strategies'] : path;
-      const pool: Pool = {
+      const pool: PoolSpec = {
         key,
         name: p.name,
         model: p.model,
         version: p.version,
         maxModelLen: p.limits?.max_model_len,
         replicas: poolReplicas,
-        chain: [],
-        candidateCache: new CandidateCache(poolReplicas),
+        strategies: checkChain(ctx, source, strategiesPath, strategies, key),
         saturation: { kvUsage: saturation.kv_usage, queueDepth: saturation.queue_depth },
         capacity: { queueDepth: capacity.queue_depth, retryAfterS: capacity.retry_after_s },
         shedding: { mode: shedding.mode, exponent: shedding.exponent, scale: shedding.scale },
@@ -161,20 +141,19 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
           panicThresholdPercent: outlier.panic_threshold_percent,
         },
       };
-      drafts.push(pool);
+      pools.push(pool);
       if (p.overflow !== undefined) overflows.push({ pool, source, at: [...path, 'overflow'] });
-      pending.set(pool, checkChain(ctx, source, strategiesPath, strategies, key));
       poolNames.add(p.name);
       const vk = versionKey(p.model, p.version);
       poolsByVersion.set(vk, [...(poolsByVersion.get(vk) ?? []), pool]);
     });
   }
   checkOverflow(ctx, overflows, poolsByVersion);
-  return { drafts, pending, replicas, poolNames, poolsByVersion };
+  return { pools, replicas, poolNames, poolsByVersion };
 }
 
-function checkChain(ctx: CompileContext, source: PolicySource, strategiesPath: PathSegment[], strategies: Doc[], poolKey: string): PendingSlot[] {
-  const pending: PendingSlot[] = [];
+function checkChain(ctx: CompileContext, source: PolicySource, strategiesPath: PathSegment[], strategies: Doc[], poolKey: string): StrategySpec[] {
+  const pending: StrategySpec[] = [];
   strategies.forEach((entry: Doc, k: number) => {
     const name = typeof entry === 'string' ? entry : entry.name;
     const at = [...strategiesPath, k];
@@ -192,71 +171,7 @@ function checkChain(ctx: CompileContext, source: PolicySource, strategiesPath: P
         return;
       }
     }
-    pending.push({ name, definition, config, slotKey: `${poolKey}#${k}:${name}`, source, at });
+    pending.push({ name, label: ctx.strategyLabel(name), definition, config, slotKey: `${poolKey}#${k}:${name}`, at: { file: source.file, ...source.locate(at) } });
   });
   return pending;
-}
-
-export interface InstanceOptions {
-  readonly seed: number | string;
-  readonly now: () => number;
-  readonly log: Logger;
-  /** The snapshot being replaced: strategies may carry state over (exportState). */
-  readonly previous?: Snapshot;
-  /** The engines' KV cache contents, handed to strategies as ctx.kvIndex. */
-  readonly kvIndex?: KvIndexView;
-}
-
-/**
- * Creates every strategy instance, handing state over from the previous
- * snapshot. A plugin's create() may throw: that is reported where the policy
- * names the strategy, and what was already created is disposed (except
- * instances that took over state, which the live snapshot still shares).
- */
-export function createStrategies(ctx: CompileContext, { drafts, pending }: PoolDrafts, options: InstanceOptions): Pool[] | undefined {
-  const previousSlots = new Map<string, StrategySlot>();
-  for (const pool of options.previous?.pools ?? []) pool.chain.forEach((slot, i) => previousSlots.set(`${pool.key}#${i}:${slot.name}`, slot));
-  const created: { instance: StrategySlot['instance']; tookState: boolean }[] = [];
-  const pools = drafts.map((draft): Pool => {
-    const chain: StrategySlot[] = [];
-    for (const { name, definition, config, slotKey, source, at } of pending.get(draft)!) {
-      const previous = previousSlots.get(slotKey);
-      // Same strategy and version in the same place: the state's shape is the one this code knows.
-      const sameCode = previous !== undefined && (previous.definition === definition || (previous.definition.name === definition.name && previous.definition.version === definition.version));
-      let carryOver: unknown;
-      if (sameCode) {
-        try {
-          carryOver = previous.instance.exportState?.();
-        } catch (error) {
-          options.log.warn(`strategy "${name}": exportState() threw; the new instance starts empty`, { pool: draft.key, error: (error as Error)?.message ?? String(error) });
-        }
-      }
-      try {
-        const instance = definition.create(config, {
-          random: seededRandom(`${options.seed}:${slotKey}`),
-          now: options.now,
-          log: options.log,
-          pool: draft.name,
-          loadScoreWeights: draft.weights,
-          previousState: carryOver,
-          kvIndex: options.kvIndex,
-        });
-        created.push({ instance, tookState: carryOver !== undefined });
-        chain.push({ name, definition, instance, budget: new PickBudget() });
-      } catch (error) {
-        ctx.report(source, at, `${ctx.strategyLabel(name)}: create() threw: ${(error as Error)?.message ?? String(error)}`);
-      }
-    }
-    return { ...draft, chain };
-  });
-  if (ctx.problems.length === 0) return pools;
-  for (const { instance, tookState } of created) {
-    if (tookState) continue;
-    try {
-      instance.dispose?.();
-    } catch {
-      // Never used; nothing to report.
-    }
-  }
-  return undefined;
 }

@@ -1,7 +1,7 @@
 // Cascades and pool rules (kind: rules): json-rules-engine rules, compiled,
 // whose events must name a known model or pool.
 import { compileRuleSet, RuleCompileError, type RuleSet, type RuleSpec } from '../../rules/compile.ts';
-import type { CascadeEntry, Snapshot } from '../snapshot.ts';
+import type { CascadeEntry, CompiledPolicy } from '../compiled.ts';
 import type { PolicySource } from '../source.ts';
 import { unknown, type CompileContext, type Doc } from './context.ts';
 import { conditionTypeProblems } from './rule-types.ts';
@@ -40,7 +40,7 @@ export function compileCascades(ctx: CompileContext, { models, unknownModel }: C
   return { cascades, poolRules };
 }
 
-export function compilePoolRules(ctx: CompileContext, docs: RuleDocs, poolNames: ReadonlySet<string>): Snapshot['poolRules'] {
+export function compilePoolRules(ctx: CompileContext, docs: RuleDocs, poolNames: ReadonlySet<string>): CompiledPolicy['poolRules'] {
   if (!docs.poolRules) return { defaultPool: 'general', rules: { rules: [] } };
   const { source, doc } = docs.poolRules;
   const rules = compileRules(ctx, source, ['pool_rules', 'rules'], doc.pool_rules.rules, 'pool');

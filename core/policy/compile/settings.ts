@@ -1,9 +1,9 @@
 // Router settings (kind: settings): at most one document; defaults otherwise.
 import { dirname, resolve } from 'node:path';
-import { DEFAULT_PRIORITY_NAMES } from '../../decide/priority.ts';
+import { DEFAULT_PRIORITY_NAMES } from '../../facts/priority.ts';
 import { characterClassEstimator } from '../../tokens/estimate.ts';
 import { DEFAULT_CONVERSATION_HEADERS } from '../../facts/conversation.ts';
-import type { QuotaStoreSettings, RouterSettings } from '../snapshot.ts';
+import type { QuotaStoreSettings, RouterSettings } from '../compiled.ts';
 import type { CompileContext } from './context.ts';
 
 const QUOTA_STORE_DEFAULTS: QuotaStoreSettings = {

@@ -1,18 +1,17 @@
 // Tenants (kind: tenants): key hashes, allowed models, adapters, quotas.
-import { tenantSteps } from '../../decide/derived.ts';
-import { priorityClass } from '../../decide/priority.ts';
+import { priorityClass } from '../../facts/priority.ts';
 import { UNIT_WEIGHTS } from '../../quota/cost.ts';
-import type { AliasEntry, Tenant, TenantAdapter, TenantQuotas } from '../snapshot.ts';
+import type { AliasEntry, TenantSpec, TenantAdapter, TenantQuotas } from '../compiled.ts';
 import type { PolicySource } from '../source.ts';
 import { unknown, type CompileContext, type Doc } from './context.ts';
 import type { CompiledModels } from './models.ts';
 
 export interface CompiledTenants {
-  readonly tenantsById: Map<string, Tenant>;
-  readonly tenantsByKeyHash: Map<string, Tenant>;
+  readonly tenantsById: Map<string, TenantSpec>;
+  readonly tenantsByKeyHash: Map<string, TenantSpec>;
   /** Adapter name → its base model. */
   readonly adapters: Map<string, string>;
-  readonly anonymousTenant?: Tenant;
+  readonly anonymousTenant?: TenantSpec;
 }
 
 export function compileTenants(
@@ -21,8 +20,8 @@ export function compileTenants(
   aliases: ReadonlyMap<string, AliasEntry>,
   priorityNames: ReadonlyMap<string, number>,
 ): CompiledTenants {
-  const tenantsById = new Map<string, Tenant>();
-  const tenantsByKeyHash = new Map<string, Tenant>();
+  const tenantsById = new Map<string, TenantSpec>();
+  const tenantsByKeyHash = new Map<string, TenantSpec>();
   const adapters = new Map<string, string>();
   let anonymous: { source: PolicySource; id: string } | undefined;
   for (const { source, doc } of ctx.ofKind('tenants')) {
@@ -65,7 +64,7 @@ export function compileTenants(
       const defaultLevel = level('default_priority', 0);
       const maxPriority = level('max_priority', Math.max(0, defaultLevel));
       if (defaultLevel > maxPriority) ctx.report(source, [...path, 'default_priority'], `default_priority (${defaultLevel}) is above max_priority (${maxPriority})`);
-      const tenant: Tenant = {
+      const tenant: TenantSpec = {
         id: t.id,
         tier: t.tier,
         allowedModels: t.allowed_models === '*' ? undefined : new Set(t.allowed_models),
@@ -75,8 +74,6 @@ export function compileTenants(
         defaultPriority: priorityClass(defaultLevel),
         defaultPriorityLevel: defaultLevel,
         maxPriority,
-        steps: tenantSteps(t.id, t.tier),
-        plainChoices: new Map(), // filled once the snapshot is whole (compile.ts)
         decisionHeaders: t.decision_headers,
       };
       tenantsById.set(t.id, tenant);

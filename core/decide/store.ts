@@ -1,27 +1,27 @@
 // The router's one live reference to policy, and its reloads. A reload reads
 // the policy directory, the plugins and the control plane's table completely
-// off the hot path, builds and validates a whole new Snapshot, then swaps one
-// reference; any problem keeps the current snapshot (last-known-good).
-// Each reload answers with what it found on disk now: live, unchanged or
-// refused (with every problem). Holding snapshots for requests is
-// snapshot-leases.ts; the control-plane table fallback is table-fallback.ts;
-// watching is watch.ts.
+// off the hot path, compiles it and builds a whole new generation from it, then
+// swaps one reference; any problem keeps the current generation
+// (last-known-good). Each reload answers with what it found on disk now:
+// live, unchanged or refused (with every problem). Holding generations for
+// requests is generation-leases.ts; the control-plane table fallback is
+// core/policy/table-fallback.ts; watching is core/policy/watch.ts.
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { KvIndexView, Logger } from '../../sdk/index.ts';
 import { displayPath, formatProblem, PolicyError, type PolicyProblem } from '../diagnostics/problem.ts';
 import type { CageStatus } from '../plugins/cage/cage.ts';
 import { loaderFor, type LoadedPlugin, type PluginLoader, type StrategySource } from '../plugins/loader.ts';
-import { ControlPlaneSource, type ControlPlaneOptions, type ControlPlaneStatus } from './control-plane.ts';
-import { readPolicyInputs, type PolicyInputs } from './inputs.ts';
+import { ControlPlaneSource, type ControlPlaneOptions, type ControlPlaneStatus } from '../policy/control-plane.ts';
+import { readPolicyInputs, type PolicyInputs } from '../policy/inputs.ts';
+import type { RoutingTable } from '../policy/routing-table.ts';
+import { buildWithTableFallback } from '../policy/table-fallback.ts';
+import { isPolicyChange, PolicyWatcher } from '../policy/watch.ts';
+import { SnapshotLeases, type DisposedEvent, type SnapshotLease } from './generation-leases.ts';
+import type { Generation } from './generation.ts';
 import { buildSnapshot, type BuildOptions } from './load.ts';
-import type { RoutingTable } from './routing-table.ts';
-import { SnapshotLeases, type DisposedEvent, type SnapshotLease } from './snapshot-leases.ts';
-import type { Snapshot } from './snapshot.ts';
-import { buildWithTableFallback } from './table-fallback.ts';
-import { isPolicyChange, PolicyWatcher } from './watch.ts';
 
-export type { DisposedEvent, SnapshotLease } from './snapshot-leases.ts';
+export type { DisposedEvent, SnapshotLease } from './generation-leases.ts';
 
 /**
  * The strategies come as a `loader` (keeps compiled plugins across reloads;
@@ -79,7 +79,7 @@ export type PolicyStatus = {
   readonly generation: number;
   /** Over policy files, plugins and routing table. */
   readonly hash: string;
-  /** Over the policy documents alone (Snapshot.hash). */
+  /** Over the policy documents alone (Generation.hash). */
   readonly policyHash: string;
   /** ISO time the live snapshot was swapped in. */
   readonly loadedAt: string;
@@ -103,8 +103,8 @@ export type PolicyStatus = {
 };
 
 export interface SwapEvent {
-  readonly snapshot: Snapshot;
-  readonly previous?: Snapshot;
+  readonly snapshot: Generation;
+  readonly previous?: Generation;
   readonly reason: string;
   readonly durationMs: number;
 }
@@ -193,7 +193,7 @@ export class PolicyStore {
   }
 
   /** The live snapshot. For a request, prefer acquire(): it keeps the snapshot's strategies alive until release. */
-  current(): Snapshot {
+  current(): Generation {
     return this.#leases.current!;
   }
 
@@ -224,7 +224,7 @@ export class PolicyStore {
   }
 
   /** Each new live snapshot (shorthand for on('swap')). */
-  onSwap(listener: (snapshot: Snapshot) => void): () => void {
+  onSwap(listener: (snapshot: Generation) => void): () => void {
     return this.on('swap', (event) => listener(event.snapshot));
   }
 
@@ -344,7 +344,7 @@ export class PolicyStore {
     return this.#finish(reason, started, 'live', result.tableProblems);
   }
 
-  #buildOptions(previous: Snapshot | undefined): BuildOptions {
+  #buildOptions(previous: Generation | undefined): BuildOptions {
     return {
       generation: (previous?.generation ?? 0) + 1,
       seed: this.#options.seed,
@@ -356,7 +356,7 @@ export class PolicyStore {
     };
   }
 
-  #swap(snapshot: Snapshot, inputs: PolicyInputs, table: RoutingTable | undefined, reason: string, durationMs: number): void {
+  #swap(snapshot: Generation, inputs: PolicyInputs, table: RoutingTable | undefined, reason: string, durationMs: number): void {
     const previous = this.#leases.current;
     this.#inputsHash = inputs.hash;
     this.#tableInUse = table;

@@ -1,16 +1,12 @@
-// An immutable, fully built routing policy: what one request is decided
-// against from arrival to its last byte. A reload builds a new Snapshot off
-// the hot path and swaps one reference; nothing here is ever mutated but
-// strategy instances' own state and their pick budgets (counted by commit()).
-// What decide() derives from a policy is derived here, when it is compiled.
+// The compiled policy: what the policy files say, checked, resolved and
+// frozen, as plain data. Compiling needs nothing but the files and the
+// strategy registry: no clock, seed, logger or KV index, and it creates no
+// strategy instance. The decision runtime (core/decide/generation.ts) builds a
+// generation from it, holding the strategy instances, candidate caches and
+// pick budgets; nothing here is ever mutated (docs/design.md, "From policy
+// files to a generation").
 import type { OutlierSettings } from '../fleet/outlier.ts';
-import type { Candidate, Engine, LoadScoreWeights, Priority, StrategyDefinition, StrategyInstance } from '../../sdk/index.ts';
-import type { PickBudget } from '../decide/budget.ts';
-import type { CandidateCache } from '../decide/candidates.ts';
-import type { PoolSteps } from '../decide/derived.ts';
-import type { SheddingSettings } from '../decide/shed.ts';
-import type { ModelChoice } from '../decide/model.ts';
-import type { StepTrace } from '../decide/trace.ts';
+import type { Candidate, Engine, LoadScoreWeights, Priority, StrategyDefinition } from '../../sdk/index.ts';
 import type { TokenEstimator } from '../facts/tokens.ts';
 import type { TokenWeights } from '../quota/cost.ts';
 import type { RuleSet } from '../rules/compile.ts';
@@ -53,7 +49,7 @@ export interface TenantAdapter {
   readonly isDefault: boolean;
 }
 
-export interface Tenant {
+export interface TenantSpec {
   readonly id: string;
   readonly tier: string;
   /** Model ids the tenant may use; undefined means all. */
@@ -64,14 +60,10 @@ export interface Tenant {
   readonly quotas: TenantQuotas;
   /** The class of defaultPriorityLevel (what strategies and the `priority` rule fact see). */
   readonly defaultPriority: Priority;
-  /** The integer priority of requests without x-priority (core/decide/priority.ts). */
+  /** The integer priority of requests without x-priority (core/facts/priority.ts). */
   readonly defaultPriorityLevel: number;
   /** x-priority above this is lowered to it. */
   readonly maxPriority: number;
-  /** Derived when compiled (core/decide/derived.ts): the tenant's trace step by tenantStepSlot(). */
-  readonly steps: readonly StepTrace[];
-  /** Derived when compiled: the model choice of each name the tenant may ask for plainly. */
-  readonly plainChoices: ReadonlyMap<string, ModelChoice>;
   /** Overrides RouterSettings.decisionHeaders for this tenant. */
   readonly decisionHeaders?: DecisionHeaders;
 }
@@ -112,12 +104,18 @@ export interface ReplicaSpec {
   readonly apiKey?: string;
 }
 
-export interface StrategySlot {
+/** A strategy of a pool's chain as the policy names it: checked, not created. */
+export interface StrategySpec {
   readonly name: string;
+  /** How messages name it: `strategy "name"`, with the plugin's file when it is one. */
+  readonly label: string;
   readonly definition: StrategyDefinition<unknown>;
-  readonly instance: StrategyInstance;
-  /** Counted by commit(), read by decide(): the one mutable part of a slot. */
-  readonly budget: PickBudget;
+  /** Checked against the plugin's config schema. */
+  readonly config: unknown;
+  /** Identifies the slot across reloads, for handing state over: pool key, position and name. */
+  readonly slotKey: string;
+  /** Where the policy names it: a create() that throws is reported there. */
+  readonly at: { readonly file: string; readonly line: number; readonly col: number };
 }
 
 /** Timeouts and connections towards a pool's engines (docs/reliability.md gives the defaults' reasons). */
@@ -144,7 +142,7 @@ export interface RetrySettings {
   readonly minConcurrency: number;
 }
 
-export interface Pool {
+export interface PoolSpec {
   /** model@version/name: unique across the policy. */
   readonly key: string;
   readonly name: string;
@@ -152,7 +150,8 @@ export interface Pool {
   readonly version: string;
   readonly maxModelLen?: number;
   readonly replicas: readonly ReplicaSpec[];
-  readonly chain: readonly StrategySlot[];
+  /** The chain, in order: created by the runtime for each generation. */
+  readonly strategies: readonly StrategySpec[];
   readonly saturation: { readonly kvUsage: number; readonly queueDepth: number };
   readonly capacity: { readonly queueDepth: number; readonly retryAfterS: number };
   /** Who is refused first as the pool fills (core/decide/shed.ts). */
@@ -168,8 +167,6 @@ export interface Pool {
   readonly upstream: UpstreamSettings;
   readonly retries: RetrySettings;
   readonly outlier: OutlierSettings;
-  /** The pool's candidates as decide() last built them, reused while the fleet reports the same (candidates.ts). */
-  readonly candidateCache: CandidateCache;
 }
 
 export interface RouterSettings {
@@ -225,9 +222,7 @@ export interface QuotaStoreSettings {
   readonly leaseIdleMs: number;
 }
 
-export interface Snapshot {
-  /** Counts reloads in one process; 1 for the first policy. */
-  readonly generation: number;
+export interface CompiledPolicy {
   /** Content hash of every policy file: equal hashes, equal policies. */
   readonly hash: string;
   readonly files: readonly string[];
@@ -235,24 +230,32 @@ export interface Snapshot {
   readonly aliases: ReadonlyMap<string, AliasEntry>;
   /** Adapter name → its base model; which tenants may use it is on the tenant. */
   readonly adapters: ReadonlyMap<string, string>;
-  readonly tenantsByKeyHash: ReadonlyMap<string, Tenant>;
-  readonly tenantsById: ReadonlyMap<string, Tenant>;
-  readonly anonymousTenant?: Tenant;
-  /** model@version → its pools, in policy order. */
-  readonly poolsByVersion: ReadonlyMap<string, readonly Pool[]>;
-  readonly pools: readonly Pool[];
+  readonly tenantsByKeyHash: ReadonlyMap<string, TenantSpec>;
+  readonly tenantsById: ReadonlyMap<string, TenantSpec>;
+  readonly anonymousTenant?: TenantSpec;
+  /** In policy order. */
+  readonly pools: readonly PoolSpec[];
   readonly replicas: ReadonlyMap<string, ReplicaSpec>;
   readonly poolRules: { readonly defaultPool: string; readonly rules: RuleSet<string> };
-  /** Derived when compiled: the pools of each model version object. */
-  readonly poolsOfVersion: ReadonlyMap<ModelVersion, readonly Pool[]>;
-  /** Derived when compiled: each pool's shared trace steps. */
-  readonly poolSteps: ReadonlyMap<Pool, PoolSteps>;
   readonly settings: RouterSettings;
 }
 
 export const versionKey = (model: string, version: string) => `${model}@${version}`;
 
-/** Every strategy instance of a snapshot, for disposal when it is replaced. */
-export function strategyInstances(snapshot: Snapshot): StrategyInstance[] {
-  return snapshot.pools.flatMap((pool) => pool.chain.map((slot) => slot.instance));
+/** The pool's shedding curve: p = min(saturation^exponent · scale · |priority|, 1) for priority < 0 (core/decide/shed.ts). */
+export interface SheddingSettings {
+  readonly mode: 'probabilistic' | 'off';
+  readonly exponent: number;
+  readonly scale: number;
+}
+
+/** llm-d's admitter: min(sat^5 · 300, 1) for priority -1 (about 10% at 0.2, 73% at 0.3, all from 0.32). */
+export const SHEDDING_DEFAULTS: SheddingSettings = Object.freeze({ mode: 'probabilistic', exponent: 5, scale: 300 });
+
+/** Prompt tokens in prefill that count as a full replica in `tokenLoad` unless the pool says (token_load.full_prefill_tokens). */
+export const DEFAULT_FULL_PREFILL_TOKENS = 65_536;
+
+/** A replica's capacity as strategies see it: it changes only with the policy. */
+export function replicaCapacity(spec: Pick<ReplicaSpec, 'maxLoras' | 'maxNumSeqs' | 'maxQueue'>): Candidate['capacity'] {
+  return Object.freeze({ maxLoras: spec.maxLoras, maxBatch: spec.maxNumSeqs, maxQueue: spec.maxQueue });
 }

@@ -1,13 +1,13 @@
-// Holding and swapping the live snapshot. A request acquires the snapshot at
-// arrival and releases it when its last byte is out: a count per snapshot.
-// A replaced snapshot's strategy instances are disposed exactly once, when
+// Holding and swapping the live generation. A request acquires the generation at
+// arrival and releases it when its last byte is out: a count per generation.
+// A replaced generation's strategy instances are disposed exactly once, when
 // the last request that started on it has released it (or, for a request
 // that never does, after a drain timeout).
 import type { Logger } from '../../sdk/index.ts';
-import { strategyInstances, type Snapshot } from './snapshot.ts';
+import { strategyInstances, type Generation } from './generation.ts';
 
 export interface SnapshotLease {
-  readonly snapshot: Snapshot;
+  readonly snapshot: Generation;
   /** Ends the request's hold on the snapshot; safe to call more than once. */
   release(): void;
 }
@@ -26,13 +26,13 @@ class Holder {
   disposed = false;
   drainTimer?: NodeJS.Timeout;
   constructor(
-    readonly snapshot: Snapshot,
+    readonly snapshot: Generation,
     readonly onDrained: (holder: Holder) => void,
   ) {}
 }
 
 class Lease implements SnapshotLease {
-  readonly snapshot: Snapshot;
+  readonly snapshot: Generation;
   #holder: Holder | undefined;
   constructor(holder: Holder) {
     this.#holder = holder;
@@ -64,7 +64,7 @@ export class SnapshotLeases {
   }
 
   /** The live snapshot, or undefined before the first swap. */
-  get current(): Snapshot | undefined {
+  get current(): Generation | undefined {
     return this.#holder?.snapshot;
   }
 
@@ -79,7 +79,7 @@ export class SnapshotLeases {
    * Makes `snapshot` live. Returns the function that retires the one it
    * replaced (disposed once released): call it once swap listeners are done.
    */
-  swap(snapshot: Snapshot): () => void {
+  swap(snapshot: Generation): () => void {
     const old = this.#holder;
     this.#holder = new Holder(snapshot, this.#onDrained);
     return () => {
