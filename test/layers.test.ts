@@ -72,9 +72,17 @@ const LAYER_RULES: readonly Rule[] = [
 /**
  * Rules between core's own modules. Policy loading uses the plugin loader;
  * the plugin loader never reaches back into policy (both report through
- * core/diagnostics), so the two can't form a cycle.
+ * core/diagnostics), so the two can't form a cycle. core/policy compiles
+ * files into plain data and knows nothing of the runtime that decides with it
+ * (core/decide: generations, strategy instances, candidate caches, the store);
+ * the layers above reach the policy through that runtime (docs/design.md,
+ * "Layers").
  */
 const CORE_INTERNAL_RULES: readonly Rule[] = [
+  { name: 'core/policy never imports the runtime (core/decide) or the cage', from: under('core/policy'), forbids: (e) => under('core/decide', 'core/plugins/cage')(e.target) },
+  { name: 'core/policy never imports serve or shadow', from: under('core/policy'), forbids: (e) => under('core/serve', 'core/shadow')(e.target) },
+  { name: 'core/serve reaches the policy only through the runtime (core/decide)', from: under('core/serve'), forbids: (e) => under('core/policy')(e.target) },
+  { name: 'core/decide never imports serve or shadow', from: under('core/decide'), forbids: (e) => under('core/serve', 'core/shadow')(e.target) },
   { name: 'core/plugins never imports core/policy (shared diagnostics live in core/diagnostics)', from: under('core/plugins'), forbids: (e) => under('core/policy')(e.target) },
   { name: 'core/diagnostics imports neither core/policy nor core/plugins', from: under('core/diagnostics'), forbids: (e) => under('core/policy', 'core/plugins')(e.target) },
 ];
