@@ -12,7 +12,7 @@ import { requestFacts, sha256Hex, type FactsOptions } from '../../core/facts/req
 import { buildGeneration, type CompiledPolicy, type Generation, type Pool } from '../../core/decide/generation.ts';
 import { PolicyError } from '../../core/diagnostics/problem.ts';
 import { KvIndex } from '../../core/fleet/kv-index.ts';
-import { chainBlockHashes, prefixSeed, seededRandom, type KvIndexView } from '../../sdk/index.ts';
+import { chainBlockHashes, prefixSeed, seededRandom } from '../../sdk/index.ts';
 import { KvEventRecorder, type KvBlockEvent } from '../engine/kv-events.ts';
 import type { EngineProfile } from '../engine/profiles.ts';
 import type { PromptBlocks } from '../engine/prompt-blocks.ts';
