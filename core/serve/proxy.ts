@@ -119,6 +119,7 @@ async function route(
     request,
     snapshot,
     metrics,
+    deps.urlOf,
   );
   // A shared quota store may need one bounded round trip first (docs/quotas.md);
   // decide() then checks synchronously. The wait is not decision time.
@@ -231,9 +232,9 @@ async function route(
 }
 
 /** The facts in the engine's tokens where the model has a tokenizer (docs/tokens.md); the estimate otherwise, counted. */
-async function countedFacts(facts: RequestFacts | Rejection, request: FastifyRequest, snapshot: Generation, metrics: RouterMetrics): Promise<RequestFacts | Rejection> {
+async function countedFacts(facts: RequestFacts | Rejection, request: FastifyRequest, snapshot: Generation, metrics: RouterMetrics, urlOf: ProxyDeps['urlOf']): Promise<RequestFacts | Rejection> {
   if ('code' in facts) return facts;
-  const counted = await countRequestTokens(facts, request.body as Record<string, unknown>, snapshot);
+  const counted = await countRequestTokens(facts, request.body as Record<string, unknown>, snapshot, snapshot.settings.tokenizeWaitMs, urlOf);
   metrics.promptTokenCounts.inc({ source: counted.facts.promptTokensSource, fallback: counted.fallback ?? 'none' });
   return counted.facts;
 }

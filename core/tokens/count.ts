@@ -9,6 +9,7 @@ import type { Endpoint } from '../facts/request-schemas.ts';
 import type { Generation } from '../decide/generation.ts';
 import { chatInput, unsupportedChat } from './chat-template.ts';
 import type { CountJob } from './counter.ts';
+import type { EngineFallback } from './engine-tokenizer.ts';
 import type { FallbackReason, TokenizerService } from './service.ts';
 
 /** The tokenizer folder that counts requests for `requested`, if one does. */
@@ -33,7 +34,7 @@ export function countJob(endpoint: Endpoint, body: Record<string, unknown>, now:
   return { unsupported: 'the prompt mixes text and token ids' };
 }
 
-export type FactsFallback = FallbackReason | 'unsupported';
+export type FactsFallback = FallbackReason | EngineFallback | 'unsupported';
 
 export interface CountedFacts {
   readonly facts: RequestFacts;

@@ -1,4 +1,5 @@
 // Models and their versions, and the aliases that name them (kind: models).
+import { ENGINE_TOKENIZER } from '../../tokens/defaults.ts';
 import { checkTokenizerFolder, tokenizerDir } from '../../tokens/folder.ts';
 import { versionKey, type AliasEntry, type CascadeEntry, type ModelEntry, type PoolSpec } from '../compiled.ts';
 import type { PolicySource } from '../source.ts';
@@ -30,7 +31,8 @@ export function compileModels(ctx: CompileContext): CompiledModels {
       const totalWeight = versions.reduce((sum: number, v: { weight: number }) => sum + v.weight, 0);
       if (m.versions && totalWeight <= 0) ctx.report(source, [...path, 'versions'], `the weights of "${m.id}" add up to 0: no version would get traffic`);
       let tokenizer: string | undefined;
-      if (typeof m.tokenizer === 'string') {
+      if (m.tokenizer === 'engine') tokenizer = ENGINE_TOKENIZER;
+      else if (typeof m.tokenizer === 'string') {
         tokenizer = tokenizerDir(m.tokenizer, source.file);
         const problem = checkedFolders.get(tokenizer) ?? checkTokenizerFolder(tokenizer) ?? '';
         checkedFolders.set(tokenizer, problem);

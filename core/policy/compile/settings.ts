@@ -1,6 +1,7 @@
 // Router settings (kind: settings): at most one document; defaults otherwise.
 import { dirname, resolve } from 'node:path';
 import { DEFAULT_PRIORITY_NAMES } from '../../facts/priority.ts';
+import { DEFAULT_TOKENIZE_WAIT_MS } from '../../tokens/defaults.ts';
 import { characterClassEstimator } from '../../tokens/estimate.ts';
 import { DEFAULT_CONVERSATION_HEADERS } from '../../facts/conversation.ts';
 import type { QuotaStoreSettings, RouterSettings } from '../compiled.ts';
@@ -20,6 +21,7 @@ const SETTINGS_DEFAULTS: RouterSettings = {
   scrapeIntervalMs: 1000,
   healthIntervalMs: 1000,
   charsPerToken: 4,
+  tokenizeWaitMs: DEFAULT_TOKENIZE_WAIT_MS,
   defaultMaxTokens: 256,
   prefixBlockChars: 64,
   prefixMaxBlocks: 256,
@@ -58,6 +60,7 @@ export function compileSettings(ctx: CompileContext): RouterSettings {
     scrapeIntervalMs: doc.scrape_interval_ms,
     healthIntervalMs: doc.health_interval_ms,
     charsPerToken: doc.chars_per_token,
+    tokenizeWaitMs: doc.tokenize_wait_ms ?? SETTINGS_DEFAULTS.tokenizeWaitMs,
     defaultMaxTokens: doc.default_max_tokens,
     prefixBlockChars: doc.prefix_block_chars,
     prefixMaxBlocks: doc.prefix_max_blocks,
