@@ -48,7 +48,7 @@ pools:
       - { id: r1, url: "emulate://tiny", kv_events: "tcp://127.0.0.1:${ports[1]}" }
 `;
   const index = new KvIndex({ now: Date.now });
-  const texts = { 'models.yaml': models, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools, 'settings.yaml': 'kind: settings\ndecision_headers: full\n' };
+  const texts = { 'models.yaml': models, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools, 'settings.yaml': 'kind: settings\ndecision_headers: full\ntokenize_wait_ms: 1000\n' };
   const loaded = buildSnapshot(policyInputsFromTexts(texts, { registry: builtinRegistry }), { seed: 1, kvIndex: index });
   assert.ok(loaded.snapshot, JSON.stringify(loaded.problems));
   const snapshot = loaded.snapshot;

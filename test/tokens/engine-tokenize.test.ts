@@ -155,8 +155,8 @@ test('a replica whose /tokenize hangs, fails or answers garbage: routed on the e
     'tenants.yaml': OPEN_TENANTS,
     'pools.yaml': pools(engine.url, ', api_key_env: SWITCHYARD_TEST_TOKENIZE_KEY'),
     'rules.yaml': rules(2),
-    // A short wait: the hang must cost a request no more than this.
-    'settings.yaml': 'kind: settings\ndecision_headers: full\ntokenize_wait_ms: 50\n',
+    // The hang costs a request this wait, no more (generous: the garbage answer must beat it on a loaded machine).
+    'settings.yaml': 'kind: settings\ndecision_headers: full\ntokenize_wait_ms: 1000\n',
   });
   closers.push(() => r.close());
   // Each mode gets its own prompt (answers are cached per prompt). The two
