@@ -7,7 +7,11 @@
 // RangeError when the body is serialized for the engine) and millions of
 // tiny values (8 MB of `[],` is seconds of JSON.parse on the event loop) are
 // a 400 before any parse. A body in a Content-Encoding the router does not
-// decode is a 415 rather than gzip bytes misread as text.
+// decode is a 415 rather than gzip bytes misread as text. The bytes as
+// received are kept beside the parsed body (rawJsonOf): what goes to the
+// engine is the client's bytes, edited in place (json-splice.ts), not the
+// body serialized again.
+import { isUtf8 } from 'node:buffer';
 import type { FastifyInstance } from 'fastify';
 
 export const JSON_TOO_COMPLEX = 'SWITCHYARD_JSON_TOO_COMPLEX';
@@ -32,24 +36,37 @@ class BodyError extends Error {
 
 type Done = (error: Error | null, body?: unknown) => void;
 
+/** Each parsed JSON body's bytes as the client sent them. */
+const rawBodies = new WeakMap<object, Buffer>();
+
+/**
+ * The bytes `body` was parsed from, when it came through this parser as valid
+ * UTF-8 (invalid bytes were read as U+FFFD: only the parsed body says what the
+ * router understood, so it is what goes on).
+ */
+export function rawJsonOf(body: unknown): Buffer | undefined {
+  return body !== null && typeof body === 'object' ? rawBodies.get(body) : undefined;
+}
+
 export function registerJsonParser(app: FastifyInstance, bounds: JsonBounds): void {
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, bytes, done) => {
     const encoding = request.headers['content-encoding'];
     if (encoding !== undefined && encoding !== '' && encoding.toLowerCase() !== 'identity') {
       done(new BodyError(UNSUPPORTED_ENCODING, 415, `The router does not decode Content-Encoding "${encoding.slice(0, 32)}"; send the body uncompressed.`));
       return;
     }
-    const problem = jsonComplexity(body as string, bounds);
+    const text = (bytes as Buffer).toString('utf8');
+    const problem = jsonComplexity(text, bounds);
     if (problem !== undefined) {
       done(new BodyError(JSON_TOO_COMPLEX, 400, problem));
       return;
     }
-    parse(body as string, done);
+    parse(text, bytes as Buffer, done);
   });
 }
 
-function parse(text: string, done: Done): void {
+function parse(text: string, bytes: Buffer, done: Done): void {
   if (text === '') {
     done(new BodyError('FST_ERR_CTP_EMPTY_JSON_BODY', 400, "Body cannot be empty when content-type is set to 'application/json'"));
     return;
@@ -61,6 +78,7 @@ function parse(text: string, done: Done): void {
     done(Object.assign(error as Error, { statusCode: 400 }));
     return;
   }
+  if (value !== null && typeof value === 'object' && isUtf8(bytes)) rawBodies.set(value, bytes);
   done(null, value);
 }
 

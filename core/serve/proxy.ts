@@ -152,7 +152,7 @@ async function route(
 
   let decision: Admitted = first;
   const stream = body.stream === true;
-  // Serialized once, for every attempt (unless the route's body names the replica, or is not JSON). A copy only when the model changes.
+  // Made once, for every attempt (unless the route's body names the replica, or is not JSON): the client's bytes, with the model and injected fields spliced in (upstream-body.ts).
   // Token quotas settle on the engine's usage (settle-usage.ts).
   const settlement = UsageSettlement.of(decision, endpoint, body);
   if (decision.shadowOverQuota) metrics.admission.shadowOverQuota.inc({ tenant: decision.tenant });

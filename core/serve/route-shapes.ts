@@ -11,6 +11,7 @@ import { anthropicErrorEvent, writeAnthropicRejection } from './anthropic-errors
 import { RAW_BODY, replaceField, type MultipartBody } from './multipart-body.ts';
 import { writeRejection } from './rejections.ts';
 import { mintResponseId, readChain } from './response-ids.ts';
+import { editedBody } from './upstream-body.ts';
 
 type Body = Record<string, unknown>;
 
@@ -58,7 +59,7 @@ export const RESPONSES_ROUTE: RouteShape = {
     };
   },
   bodyFor(body, decision, prepared) {
-    return JSON.stringify({ ...body, model: decision.upstreamModel, request_id: mintResponseId(decision.replica, prepared.chain) });
+    return editedBody(body, { set: [['model', decision.upstreamModel], ['request_id', mintResponseId(decision.replica, prepared.chain)]] });
   },
 };
 

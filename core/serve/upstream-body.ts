@@ -1,5 +1,7 @@
-// The body sent to the engine: the client's, with what the router must add.
-// Serialized once per engine kind and reused by every attempt:
+// The body sent to the engine: the client's bytes as received, with what the
+// router must change spliced in (json-splice.ts; the parsed body serialized
+// again only when the bytes are not at hand or the splice cannot be checked).
+// Made once per engine kind and reused by every attempt:
 // - `model`: the adapter or model id the decision chose;
 // - `priority`, when the pool forwards priorities to engines that schedule by
 //   them: vLLM (--scheduling-policy priority) runs lower values first, so it
@@ -8,6 +10,8 @@
 //   (docs/quotas.md); the extra chunk is removed again for a client that did
 //   not ask for it (usage-tap.ts).
 import type { Engine } from '../../sdk/index.ts';
+import { rawJsonOf } from './json-body.ts';
+import { spliceJson, type JsonEdits } from './json-splice.ts';
 
 export interface UpstreamBodyOptions {
   readonly upstreamModel: string;
@@ -18,31 +22,50 @@ export interface UpstreamBodyOptions {
 }
 
 export class UpstreamBody {
-  private readonly texts = new Map<Engine | undefined, string>();
+  private readonly texts = new Map<Engine | undefined, string | Buffer>();
 
   constructor(
     private readonly body: Record<string, unknown>,
     private readonly options: UpstreamBodyOptions,
   ) {}
 
-  for(engine: Engine | undefined): string {
+  for(engine: Engine | undefined): string | Buffer {
     const key = this.options.priority === undefined ? undefined : engine;
     let text = this.texts.get(key);
     if (text === undefined) {
-      text = JSON.stringify(this.build(engine));
+      text = this.build(engine);
       this.texts.set(key, text);
     }
     return text;
   }
 
-  private build(engine: Engine | undefined): Record<string, unknown> {
+  private build(engine: Engine | undefined): string | Buffer {
     const { body, options } = this;
-    if (body.model === options.upstreamModel && options.priority === undefined && !options.injectUsage) return body; // the common case: no copy
-    const out: Record<string, unknown> = { ...body, model: options.upstreamModel };
-    if (options.priority !== undefined) out.priority = engine === 'sglang' ? options.priority : 0 - options.priority;
-    if (options.injectUsage) out.stream_options = { ...(body.stream_options as object | undefined), include_usage: true };
-    return out;
+    const set: [string, unknown][] = [];
+    if (body.model !== options.upstreamModel) set.push(['model', options.upstreamModel]);
+    if (options.priority !== undefined) set.push(['priority', engine === 'sglang' ? options.priority : 0 - options.priority]);
+    return editedBody(body, { set, merge: options.injectUsage ? ['stream_options', 'include_usage', true] : undefined });
   }
+}
+
+/**
+ * `body` with `edits` made: on the client's bytes when the JSON parser kept
+ * them (everything not edited goes out as it came), else serialized.
+ */
+export function editedBody(body: Record<string, unknown>, edits: JsonEdits): string | Buffer {
+  const raw = rawJsonOf(body);
+  if (raw !== undefined) {
+    const spliced = spliceJson(raw, body, edits);
+    if (spliced !== undefined) return spliced;
+  }
+  if ((edits.set ?? []).length === 0 && edits.merge === undefined) return JSON.stringify(body);
+  const out: Record<string, unknown> = { ...body };
+  for (const [key, value] of edits.set ?? []) out[key] = value;
+  if (edits.merge) {
+    const [key, member, value] = edits.merge;
+    out[key] = { ...(body[key] as object | null | undefined), [member]: value };
+  }
+  return JSON.stringify(out);
 }
 
 /** Whether the client itself asked for the usage chunk of a stream. */

@@ -2,6 +2,7 @@
 // vLLM (or SGLang) replica, its timing, batching, KV cache and metrics driven
 // by the engine model on real time run `speed` times faster.
 import { randomUUID } from 'node:crypto';
+import { Transform } from 'node:stream';
 import Fastify, { type FastifyError, type FastifyReply } from 'fastify';
 import { EngineModel } from '../engine/engine-model.ts';
 import { KvEventRecorder } from '../engine/kv-events.ts';
@@ -69,6 +70,8 @@ export interface EmulatorOptions {
   readonly tokenizeLimitChars?: number;
   /** Require this key on /v1 routes (vLLM's --api-key): others get a 401. */
   readonly apiKey?: string;
+  /** Called with every request body's bytes as they arrived (tests check what a router forwarded, byte for byte). */
+  readonly onBody?: (path: string, bytes: Buffer) => void;
 }
 
 interface ApiOptions {
@@ -154,6 +157,25 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
 
   // Like vLLM (Python's json), a key named __proto__ is an ordinary key (a tool schema may have such a property).
   const app = Fastify({ logger: false, bodyLimit: 64 * 1024 * 1024, forceCloseConnections: true, onProtoPoisoning: 'ignore', onConstructorPoisoning: 'ignore' });
+
+  const onBody = options.onBody;
+  if (onBody) {
+    app.addHook('preParsing', async (request, _reply, payload) => {
+      const chunks: Buffer[] = [];
+      return payload.pipe(
+        new Transform({
+          transform(chunk: Buffer, _encoding, callback) {
+            chunks.push(chunk);
+            callback(null, chunk);
+          },
+          flush(callback) {
+            onBody(request.url, Buffer.concat(chunks));
+            callback();
+          },
+        }),
+      );
+    });
+  }
 
   app.setErrorHandler((error: FastifyError, _request, reply) => {
     if (reply.raw.headersSent) {
