@@ -1,7 +1,14 @@
-// npm run bench:proxy — the router against a bare fastify+undici pass-through,
-// in one run, in front of the same emulated engine: router CPU µs per request
-// (each server process's own CPU time) and added latency p50/p99 at a fixed
-// request rate, non-streaming and streaming.
+// npm run bench:proxy — the router against a bare fastify+undici pass-through
+// (which parses each body and serializes it again), in one run:
+// - sizes (the default): prompts of ~150 B, 16 KB, 220 KB and 1 MB, JSON and
+//   SSE, in front of a fake engine that answers at once; closed loop,
+//   interleaved rounds; CPU µs per request of each proxy process, latency,
+//   and the router's CPU as a ratio of the pass-through's;
+// - rate: router CPU µs per request and added latency p50/p99 at a fixed
+//   request rate in front of an emulated engine, non-streaming and streaming;
+// - saturation: CPU per request with 32 clients back to back.
+// BENCH_ONLY=sizes,rate,saturation picks the parts (default: sizes);
+// BENCH_SIZES=150,16k picks sizes.
 import { fork, type ChildProcess } from 'node:child_process';
 import { Pool } from 'undici';
 
@@ -102,7 +109,17 @@ async function saturate(target: Target, total: number, concurrency: number): Pro
   return errors;
 }
 
-const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN;
+function median(values: number[]): number {
+  return [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+}
+
+function pct(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN;
+}
+
+const parts = new Set((process.env.BENCH_ONLY ?? 'sizes').split(','));
+if (parts.has('sizes')) await sizes();
+if (!parts.has('rate') && !parts.has('saturation')) process.exit(0);
 
 const engine = await start(`${here}targets/engine.ts`, []);
 const bare = await start(`${here}targets/bare-proxy.ts`, [engine.url]);
@@ -126,9 +143,8 @@ const targets: Target[] = [
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 console.log(`bench:proxy — ${RATE} req/s for ${SECONDS} s per run, ${ROUNDS} interleaved rounds, one emulated engine, 16 output tokens`);
 console.log('CPU µs per request is each server process\'s own CPU time (user+system) over the requests of a run; the table gives the median run.');
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 // BENCH_ONLY=saturation skips the fixed-rate runs.
-for (const stream of process.env.BENCH_ONLY === 'saturation' ? [] : [false, true]) {
+for (const stream of parts.has('rate') ? [false, true] : []) {
   // Warm up every path (JIT, connections), then measure in interleaved rounds:
   // this machine is shared and noisy, and alternating spreads the noise evenly.
   for (const target of targets) await load(target, stream).catch(() => undefined);
@@ -172,7 +188,7 @@ for (const stream of process.env.BENCH_ONLY === 'saturation' ? [] : [false, true
 const baseline = process.env.BENCH_BASELINE ? { name: 'baseline router', ...(await start(`${process.env.BENCH_BASELINE}/bench/targets/router.ts`, [engine.url])) } : undefined;
 // BENCH_TRACING=1 adds the router with OpenTelemetry tracing on (every request sampled).
 const traced = process.env.BENCH_TRACING ? { name: 'traced router', ...(await start(new URL('./targets/router.ts', import.meta.url).pathname, [engine.url, '--tracing'])) } : undefined;
-{
+if (parts.has('saturation')) {
   const SATURATION_REQUESTS = Number(process.env.BENCH_SATURATION_REQUESTS ?? 6000);
   const proxies: Target[] = [targets[1], targets[2], ...(baseline ? [baseline] : []), ...(traced ? [traced] : [])];
   // Warm up with a full run each: after only 2,000 requests the first measured
@@ -203,3 +219,106 @@ if (process.env.BENCH_EXPLORER) console.log(`the explorer client received ${expl
 // SIGINT: the targets exit cleanly on it, so a profiler gets to write its file.
 for (const child of [engine.child, bare.child, router.child, baseline?.child, traced?.child]) child?.kill('SIGINT');
 process.exit(0);
+
+/** Prompt text of about `chars` characters: words, punctuation, a few accents, quotes and newlines (escapes in JSON). */
+function promptText(chars: number, seed: number): string {
+  const words = ['the', 'router', 'replica', 'cache', 'token', 'prefix', 'policy', 'engine', 'stream', 'request', 'model', 'pool', 'café', 'naïve', '"quoted"', 'line\n', 'a', 'of', 'to', 'and'];
+  let x = seed * 2654435761 || 1;
+  const out: string[] = [];
+  let length = 0;
+  while (length < chars) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    const word = words[(x >>> 0) % words.length];
+    out.push(word);
+    length += word.length + 1;
+  }
+  return out.join(' ').slice(0, chars);
+}
+
+/** Prompt sizes × JSON/SSE: the router against the bare pass-through, closed loop, interleaved. */
+async function sizes(): Promise<void> {
+  const SIZES: Record<string, { chars: number; requests: number }> = {
+    '150': { chars: 60, requests: 3000 },
+    '16k': { chars: 16 * 1024, requests: 1500 },
+    '220k': { chars: 220 * 1024, requests: 300 },
+    // Under large_body_bytes (1 MiB, accents included): 8 clients' bodies at once are not the large-body bound's to refuse.
+    '1m': { chars: 980_000, requests: 80 },
+  };
+  const chosen = (process.env.BENCH_SIZES ?? Object.keys(SIZES).join(',')).split(',').filter((name) => name in SIZES);
+  const scale = Number(process.env.BENCH_SCALE ?? 1);
+  const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
+  const concurrency = 8;
+  const engine = await start(`${here}targets/fixed-engine.ts`, []);
+  const proxies: Target[] = [{ name: 'bare pass-through', ...(await start(`${here}targets/bare-proxy.ts`, [engine.url])) }, { name: 'switchyard', ...(await start(`${here}targets/router.ts`, [engine.url])) }];
+  if (process.env.BENCH_BASELINE) proxies.push({ name: 'baseline router', ...(await start(`${process.env.BENCH_BASELINE}/bench/targets/router.ts`, [engine.url])) });
+  console.log(`bench:proxy sizes — closed loop, ${concurrency} clients, ${rounds} interleaved rounds after a warm-up run; a fake engine answering 16 tokens at once`);
+  console.log('CPU µs/req: each proxy process\'s own CPU time (user+system) over a run; ratio: the router\'s over the pass-through\'s, round by round, median');
+  console.log('size  mode | bare CPU µs/req | switchyard CPU µs/req | ratio | bare p50/p99 ms | switchyard p50/p99 ms' + (proxies[2] ? ' | baseline CPU µs/req | ratio' : ''));
+  for (const size of chosen) {
+    const { chars, requests: baseRequests } = SIZES[size];
+    const requests = Math.max(20, Math.round(baseRequests * scale));
+    for (const stream of [false, true]) {
+      // 16 distinct documents: prefix-affinity sees a realistic spread, and the client pre-builds every body.
+      const bodies = Array.from({ length: 16 }, (_, i) =>
+        Buffer.from(
+          JSON.stringify({
+            model: 'bench-model',
+            messages: [
+              { role: 'system', content: size === '150' ? 'You are a concise assistant.' : promptText(chars, i + 1) },
+              { role: 'user', content: `Question ${i}: summarise it in one line.` },
+            ],
+            max_tokens: 16,
+            stream,
+          }),
+        ),
+      );
+      const run = async (target: Target) => {
+        const pool = new Pool(target.url, { connections: concurrency });
+        const latencies: number[] = [];
+        let next = 0;
+        let errors = 0;
+        const before = await cpuOf(target.child!);
+        await Promise.all(
+          Array.from({ length: concurrency }, async () => {
+            while (next < requests) {
+              const i = next++;
+              const sent = performance.now();
+              const response = await pool.request({ path: '/v1/chat/completions', method: 'POST', headers: { 'content-type': 'application/json', 'x-conversation-id': `c-${i % 50}` }, body: bodies[i % bodies.length] });
+              await response.body.text();
+              if (response.statusCode !== 200) errors++;
+              latencies.push(performance.now() - sent);
+            }
+          }),
+        );
+        const after = await cpuOf(target.child!);
+        await pool.close();
+        if (errors) console.log(`${target.name}: ${errors} of ${requests} requests failed at ${size} ${stream ? 'SSE' : 'JSON'}`);
+        return { cpu: (after.userMicros - before.userMicros + after.systemMicros - before.systemMicros) / requests, latencies: latencies.sort((a, b) => a - b) };
+      };
+      for (const target of proxies) await run(target);
+      const cpu = new Map<string, number[]>(proxies.map((t) => [t.name, []]));
+      const latencies = new Map<string, number[]>(proxies.map((t) => [t.name, []]));
+      for (let round = 0; round < rounds; round++) {
+        for (const target of round % 2 ? [...proxies].reverse() : proxies) {
+          const result = await run(target);
+          cpu.get(target.name)!.push(result.cpu);
+          latencies.get(target.name)!.push(...result.latencies);
+        }
+      }
+      const [bare, router, baseline] = proxies;
+      const ratio = (a: Target, b: Target) => median(cpu.get(a.name)!.map((c, r) => c / cpu.get(b.name)![r]));
+      const lat = (t: Target) => {
+        const sorted = latencies.get(t.name)!.sort((a, b) => a - b);
+        return `${pct(sorted, 0.5).toFixed(2)} / ${pct(sorted, 0.99).toFixed(2)}`;
+      };
+      const runs = (t: Target) => `${median(cpu.get(t.name)!).toFixed(0)} (${cpu.get(t.name)!.map((c) => c.toFixed(0)).join(' ')})`;
+      console.log(
+        `${size.padEnd(5)} ${stream ? 'SSE ' : 'JSON'} | ${runs(bare).padStart(15)} | ${runs(router).padStart(21)} | ${ratio(router, bare).toFixed(2).padStart(4)}× | ${lat(bare).padStart(15)} | ${lat(router).padStart(21)}` +
+          (baseline ? ` | ${runs(baseline).padStart(19)} | ${ratio(baseline, bare).toFixed(2)}× (switchyard/baseline ${ratio(router, baseline).toFixed(2)}×)` : ''),
+      );
+    }
+  }
+  for (const child of [engine.child, ...proxies.map((p) => p.child)]) child?.kill('SIGINT');
+}

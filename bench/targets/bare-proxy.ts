@@ -5,7 +5,8 @@ import { Pool } from 'undici';
 import { reportCpuOnRequest } from './cpu-reporter.ts';
 
 const engine = new Pool(process.argv[2], { connections: 128, keepAliveTimeout: 4000 });
-const app = Fastify({ logger: false });
+// bodyLimit: the router's own default (8 MiB), for the 1 MB prompts of bench:proxy.
+const app = Fastify({ logger: false, bodyLimit: 8 * 1024 * 1024 });
 for (const path of ['/v1/chat/completions', '/v1/completions']) {
   app.post(path, async (request, reply) => {
     const upstream = await engine.request({ path, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(request.body) });
