@@ -52,8 +52,10 @@ const ADVERSARIAL: Record<string, string> = {
   'emoji': fill('🦜'),
   'escaped quotes': fill('\\"'),
 };
-// Linear work over 1 MB takes milliseconds; the regex this replaced took seconds on 32 KB.
-const BOUND_MS = 1500;
+// Linear work over 1 MB takes milliseconds to a few hundred; the regex this replaced took
+// seconds on 32 KB, and would take hours on 1 MB. Generous: CI counts line coverage (V8's
+// block counters slow a tight loop about 1.5x), on a loaded machine 1 MB has taken 1.6 s.
+const BOUND_MS = 4000;
 
 function timed(name: string, run: () => unknown): void {
   const started = performance.now();
