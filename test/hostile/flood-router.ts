@@ -13,7 +13,7 @@ import { routerLogger } from '../../core/observe/logger.ts';
 import { startRouter } from '../../core/serve/server.ts';
 import { registryOf } from '../../core/plugins/registry.ts';
 import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
-import { vllmPage } from '../../test/fleet/fake-engine.ts';
+import { vllmPage } from '../fleet/fake-engine.ts';
 
 const metricsBytes = Number(process.env.FLOOD_METRICS_BYTES ?? 0);
 let page = vllmPage(1, 0, 0.2);
