@@ -4,10 +4,17 @@
 // hostile-input suite) mixed into the traffic. It checks that every request
 // is answered (no hang, no dropped connection before a status), that nothing
 // is a 500 and no hostile request a 5xx, and that the router's memory stays
-// flat; then prints a summary and exits non-zero on any failure.
+// flat; then prints a summary and exits non-zero on any failure. Floods
+// (test/hostile/floods-kit.ts: pipelining, per-connection rate, large bodies,
+// held connections) run now and then from their own client addresses, and
+// the summary gives the router's longest event-loop block and peak RSS with
+// and without a flood on.
 //
 // SOAK_SECONDS (default 120), SOAK_RATE requests/s (default 80),
-// SOAK_FAULT_EVERY_MS (default 4000), SOAK_SEED.
+// SOAK_FAULT_EVERY_MS (default 4000), SOAK_FLOOD_EVERY_MS (default 12000;
+// 0 for no floods), SOAK_FLOOD_MS (each flood's length, default 3000),
+// SOAK_FLOODS=TEXT (only the floods whose name contains TEXT), SOAK_SEED,
+// SOAK_ROUTER_NODE_ARGS (node flags for the router, e.g. --cpu-prof).
 //
 // Every process is a child of this one: the router (its memory is what is
 // measured), and each engine (so that it can be killed for real).
@@ -15,6 +22,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { curatedCases, fetchBody, type HostileCase } from '../hostile/cases.ts';
 import { rawExchange } from '../hostile/raw-http.ts';
+import { CLIENT_FLOODS } from '../hostile/floods-kit.ts';
 
 
 // ---------------------------------------------------------------- children
@@ -36,7 +44,8 @@ async function runRouter(ports: number[]): Promise<void> {
   const replicas = ports.map((port, i) => `      - { id: e${i}, url: "http://127.0.0.1:${port}" }`).join('\n');
   const files = {
     'models.yaml': 'kind: models\nmodels:\n  - id: soak\n    versions: [{ version: v1 }]\n',
-    'tenants.yaml': 'kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free }\n',
+    // The floods' keyed requests carry sk-test: the same tenant as the keyless traffic.
+    'tenants.yaml': 'kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free, api_key_sha256: [f3abf2a6cc4f00987743db5f544ba345b4899ae31f326d8ee9c4816de153c9e0] }\n',
     'pools.yaml': `kind: pools\npools:\n  - name: general\n    model: soak\n    version: v1\n    limits: { max_model_len: 2048 }\n    strategies: [session-affinity, prefix-affinity, power-of-two]\n    replicas:\n${replicas}\n`,
   };
   const loaded = buildSnapshot(policyInputsFromTexts(files, { registry: registryOf(BUILTIN_STRATEGIES) }));
@@ -50,12 +59,31 @@ async function runRouter(ports: number[]): Promise<void> {
     healthIntervalMs: 250,
   });
   const gc = (globalThis as { gc?: () => void }).gc;
+  // The longest event-loop block (a 10 ms timer's lateness) and the peak RSS
+  // since the previous sample; the collection a sample forces is not counted.
+  let peakRss = process.memoryUsage().rss;
+  let maxBlockMs = 0;
+  let tickedAt = performance.now();
+  let skipTick = false;
+  setInterval(() => {
+    const now = performance.now();
+    if (!skipTick) maxBlockMs = Math.max(maxBlockMs, now - tickedAt - 10);
+    skipTick = false;
+    tickedAt = now;
+    peakRss = Math.max(peakRss, process.memoryUsage().rss);
+  }, 10).unref();
   process.on('message', (message) => {
     if (message !== 'memory') return;
+    const window = { maxBlockMs, peakRss: Math.max(peakRss, process.memoryUsage().rss) };
     gc?.();
+    skipTick = true;
     const { rss, heapUsed } = process.memoryUsage();
-    process.send?.({ rss, heapUsed });
+    maxBlockMs = 0;
+    peakRss = rss;
+    process.send?.({ rss, heapUsed, ...window });
   });
+  // An orderly exit (a --cpu-prof profile gets written): SOAK_ROUTER_NODE_ARGS.
+  process.once('SIGTERM', () => void router.close(1000).finally(() => process.exit(0)));
   process.send?.({ url: router.url });
 }
 
@@ -64,6 +92,8 @@ async function runRouter(ports: number[]): Promise<void> {
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 120);
 const RATE = Number(process.env.SOAK_RATE ?? 80);
 const FAULT_EVERY_MS = Number(process.env.SOAK_FAULT_EVERY_MS ?? 4000);
+const FLOOD_EVERY_MS = Number(process.env.SOAK_FLOOD_EVERY_MS ?? 12_000);
+const FLOOD_MS = Number(process.env.SOAK_FLOOD_MS ?? 3000);
 /** A request not answered within this is a hang. */
 const ANSWER_BOUND_MS = 30_000;
 const ENGINES = 3;
@@ -107,10 +137,11 @@ const tally = (): Tally => ({ sent: 0, answered: 0, byStatus: new Map(), unanswe
 async function drive(): Promise<void> {
   const ports = await Promise.all(Array.from({ length: ENGINES }, freePort));
   const engines: (ChildProcess | undefined)[] = await Promise.all(ports.map(async (port) => (await start(['engine', String(port)])).child));
-  const router = await start(['router', ...ports.map(String)], ['--expose-gc']);
-  const memory = (): Promise<{ rss: number; heapUsed: number }> =>
+  const router = await start(['router', ...ports.map(String)], ['--expose-gc', ...(process.env.SOAK_ROUTER_NODE_ARGS ?? '').split(' ').filter(Boolean)]);
+  type Memory = { rss: number; heapUsed: number; maxBlockMs: number; peakRss: number };
+  const memory = (): Promise<Memory> =>
     new Promise((resolve) => {
-      router.child.once('message', (m) => resolve(m as { rss: number; heapUsed: number }));
+      router.child.once('message', (m) => resolve(m as Memory));
       router.child.send('memory');
     });
 
@@ -119,11 +150,16 @@ async function drive(): Promise<void> {
   const valid = tally();
   const attacks = tally();
   const faults = new Map<string, number>();
-  const samples: { at: number; rss: number; heapUsed: number }[] = [];
+  const floods = new Map<string, number>();
+  // A memory sample covers the time since the previous one: flooded if a flood was on in it.
+  let floodsOn = 0;
+  let floodEndedAt = 0;
+  let sampledAt = Date.now();
+  const samples: ({ at: number; flooded: boolean } & Memory)[] = [];
   const pending = new Set<Promise<void>>();
   const started = Date.now();
   const elapsed = () => (Date.now() - started) / 1000;
-  console.log(`soak: ${SECONDS} s at ${RATE} req/s through ${router.url}, ${ENGINES} engines, a fault every ~${FAULT_EVERY_MS} ms, ${hostile.length} hostile cases in the mix`);
+  console.log(`soak: ${SECONDS} s at ${RATE} req/s through ${router.url}, ${ENGINES} engines, a fault every ~${FAULT_EVERY_MS} ms, ${hostile.length} hostile cases in the mix, ${FLOOD_EVERY_MS > 0 ? `a ${FLOOD_MS} ms flood every ~${FLOOD_EVERY_MS} ms` : 'no floods'}`);
 
   const count = (t: Tally, status: number, ms: number) => {
     t.answered++;
@@ -200,6 +236,21 @@ async function drive(): Promise<void> {
     }
   };
 
+  // Each flood from a new client address: the penalty one flood earns is not the next one's.
+  let floodAddress = 0;
+  const startFlood = async () => {
+    const flood = pick(CLIENT_FLOODS.filter((f) => f.name.includes(process.env.SOAK_FLOODS ?? '')));
+    floods.set(flood.name, (floods.get(flood.name) ?? 0) + 1);
+    const ends = Date.now() + FLOOD_MS;
+    floodsOn++;
+    try {
+      await flood.run(router.url, () => Date.now() > ends || elapsed() >= SECONDS, `127.0.0.${(floodAddress++ % 200) + 20}`);
+    } finally {
+      floodsOn--;
+      floodEndedAt = Date.now();
+    }
+  };
+
   const track = (p: Promise<void>) => {
     pending.add(p);
     void p.finally(() => pending.delete(p));
@@ -208,6 +259,7 @@ async function drive(): Promise<void> {
   let n = 0;
   const interval = 1000 / RATE;
   let nextFault = Date.now() + FAULT_EVERY_MS;
+  let nextFlood = FLOOD_EVERY_MS > 0 ? Date.now() + FLOOD_EVERY_MS / 2 : Infinity;
   let nextSample = Date.now() + 5000;
   const warmup = Math.min(20, SECONDS / 4);
   while (elapsed() < SECONDS) {
@@ -219,12 +271,19 @@ async function drive(): Promise<void> {
       nextFault = Date.now() + FAULT_EVERY_MS * (0.5 + random());
       track(injectFault());
     }
+    if (Date.now() >= nextFlood) {
+      nextFlood = Date.now() + FLOOD_EVERY_MS * (0.5 + random());
+      track(startFlood());
+    }
     if (Date.now() >= nextSample) {
       nextSample = Date.now() + 5000;
       const at = elapsed();
+      const windowStart = sampledAt;
       void memory().then((m) => {
-        samples.push({ at, ...m });
-        if (at > warmup) console.log(`  ${at.toFixed(0).padStart(4)} s  rss ${mb(m.rss)} MB  heap ${mb(m.heapUsed)} MB  in flight ${pending.size}`);
+        sampledAt = Date.now();
+        const sample = { at, flooded: floodsOn > 0 || floodEndedAt > windowStart, ...m };
+        samples.push(sample);
+        if (at > warmup) console.log(`  ${at.toFixed(0).padStart(4)} s  rss ${mb(m.rss)} MB  heap ${mb(m.heapUsed)} MB  peak rss ${mb(m.peakRss)} MB  max block ${m.maxBlockMs.toFixed(0)} ms${sample.flooded ? ' (flood)' : ''}  in flight ${pending.size}`);
       });
     }
   }
@@ -247,6 +306,12 @@ async function drive(): Promise<void> {
   console.log('\nsoak summary');
   console.log(`  duration          ${elapsed().toFixed(0)} s, ${n} requests (${(n / elapsed()).toFixed(0)}/s)`);
   console.log(`  faults            ${[...faults].map(([f, c]) => `${f}×${c}`).join(' ') || 'none'}`);
+  console.log(`  floods            ${[...floods].map(([f, c]) => `${f} ×${c}`).join('; ') || 'none'}`);
+  const worst = (flooded: boolean) => {
+    const xs = samples.filter((s) => s.flooded === flooded);
+    return xs.length ? `max block ${Math.max(...xs.map((s) => s.maxBlockMs)).toFixed(0)} ms, peak rss ${mb(Math.max(...xs.map((s) => s.peakRss)))} MB (${xs.length} samples)` : 'no samples';
+  };
+  console.log(`  router loop       with a flood on: ${worst(true)}; without: ${worst(false)}`);
   console.log(`  valid requests    ${valid.sent} sent, ${valid.answered} answered, ${valid.unanswered.length} unanswered; ${statuses(valid)}; ${valid.streamsCut} streams cut by a dying engine; slowest ${valid.slowestMs} ms`);
   console.log(`  hostile requests  ${attacks.sent} sent, ${attacks.answered} answered, ${attacks.unanswered.length} unanswered; ${statuses(attacks)}; slowest ${attacks.slowestMs} ms`);
   console.log(`  router memory     heap ${mb(heapEarly)} -> ${mb(heapLate)} MB (after gc), rss ${mb(rssEarly)} -> ${mb(rssLate)} MB; final rss ${mb(final.rss)} MB`);
@@ -260,7 +325,10 @@ async function drive(): Promise<void> {
   const failed = valid.unanswered.length + attacks.unanswered.length + valid.failures.length + attacks.failures.length + (memoryFlat ? 0 : 1);
   console.log(failed === 0 ? '  result            PASS: every request answered, no 500, memory flat' : `  result            FAIL (${failed} problems)\n    ${problems.join('\n    ')}`);
 
-  router.child.kill('SIGTERM');
+  await new Promise<void>((resolve) => {
+    router.child.once('exit', () => resolve());
+    router.child.kill('SIGTERM');
+  });
   for (const engine of engines) engine?.kill('SIGKILL');
   process.exit(failed === 0 ? 0 : 1);
 }
