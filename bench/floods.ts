@@ -6,7 +6,7 @@
 // FLOOD_SECONDS sets each flood's length (default 5); FLOODS=TEXT runs only
 // the floods whose name contains TEXT; FLOOD_NODE_ARGS adds node flags to the
 // router's process (e.g. "--cpu-prof --cpu-prof-dir=/tmp/p" to see where its time goes).
-import { CLIENT_FLOODS, METRICS_PAGE, normalTraffic, startFloodRouter, type Flood } from '../test/hostile/floods-kit.ts';
+import { CLIENT_FLOODS, METRICS_PAGE, normalTrafficElsewhere, startFloodRouter, type Flood } from '../test/hostile/floods-kit.ts';
 
 const SECONDS = Number(process.env.FLOOD_SECONDS ?? 5);
 const nodeArgs = (process.env.FLOOD_NODE_ARGS ?? '').split(' ').filter(Boolean);
@@ -21,12 +21,13 @@ const BASELINE: Flood = {
 async function measure(flood: Flood): Promise<void> {
   if (process.env.FLOODS && !flood.name.includes(process.env.FLOODS)) return;
   const router = await startFloodRouter(flood.routerEnv, nodeArgs);
+  const normal = await normalTrafficElsewhere(router.url, '127.0.0.1');
   try {
     await new Promise((resolve) => setTimeout(resolve, 1500)); // a few scrapes first
     const before = await router.report();
     const ends = Date.now() + SECONDS * 1000;
     const stop = () => Date.now() > ends;
-    const [note, latencies] = await Promise.all([flood.run(router.url, stop, '127.0.0.2'), normalTraffic(router.url, stop, '127.0.0.1')]);
+    const [note, latencies] = await Promise.all([flood.run(router.url, stop, '127.0.0.2'), normal.until(ends)]);
     const r = await router.report();
     const sorted = [...latencies].sort((a, b) => a - b);
     const failed = latencies.filter((l) => l === Infinity).length;
@@ -36,6 +37,7 @@ async function measure(flood: Flood): Promise<void> {
       `${flood.name.padEnd(52)} max block ${r.maxBlockMs.toFixed(0).padStart(4)} ms | rss ${before.rssMb.toFixed(0).padStart(4)} -> peak ${r.peakRssMb.toFixed(0).padStart(4)} MB | normal chats p50 ${p50?.toFixed(1)} ms, max ${max === Infinity ? 'failed' : max?.toFixed(0)} ms, ${failed}/${latencies.length} failed${note ? ` | ${note}` : ''}`,
     );
   } finally {
+    normal.close();
     await router.close();
   }
 }

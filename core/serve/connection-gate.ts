@@ -51,15 +51,18 @@ export function installConnectionGate(server: Server, bounds: ConnectionBounds, 
     if (penalized.size >= MAX_PENALIZED) penalized.delete(penalized.keys().next().value!);
     penalized.set(address, performance.now() + PENALTY_MS);
   };
+  const inPenalty = (address: string): boolean => {
+    const until = penalized.get(address);
+    if (until === undefined) return false;
+    if (performance.now() < until) return true;
+    penalized.delete(address);
+    return false;
+  };
   server.on('connection', (socket: Socket) => {
     const address = socket.remoteAddress ?? '';
-    const until = penalized.get(address);
-    if (until !== undefined) {
-      if (performance.now() < until) {
-        socket.destroy();
-        return;
-      }
-      penalized.delete(address);
+    if (inPenalty(address)) {
+      socket.destroy();
+      return;
     }
     const open = (perAddress.get(address) ?? 0) + 1;
     if (open > bounds.maxConnectionsPerClient) {
@@ -82,6 +85,12 @@ export function installConnectionGate(server: Server, bounds: ConnectionBounds, 
     if (socket.destroyed) return false; // closed by the gate while node still parses its buffer
     const state = socket[STATE];
     if (!state) return true;
+    // The client's other connections too: opened before its penalty, each
+    // would otherwise still get its own pipelined burst parsed.
+    if (penalized.size > 0 && inPenalty(socket.remoteAddress ?? '')) {
+      socket.destroy();
+      return false;
+    }
     const now = performance.now();
     state.tokens = Math.min(rate, state.tokens + ((now - state.refilledAt) * rate) / 1000);
     state.refilledAt = now;

@@ -9,7 +9,7 @@
 // "Floods": the pipelined flood blocked 1.5-2.7 s and took +100-330 MB).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CLIENT_FLOODS, EIGHT_MB_BODIES, KEYED_BODIES, normalTraffic, startFloodRouter, type Flood } from './floods-kit.ts';
+import { CLIENT_FLOODS, EIGHT_MB_BODIES, KEYED_BODIES, normalTrafficElsewhere, startFloodRouter, type Flood } from './floods-kit.ts';
 
 const FLOOD_MS = 2500;
 /** The body floods parse what they send (a 2.9-8 MB JSON.parse is a block of its own), so only their memory is bounded here. */
@@ -19,11 +19,12 @@ const RSS_GROWTH_MB = (flood: Flood) => (PARSING.has(flood) ? 400 : 64);
 
 test('under each client flood the router keeps its RSS bounded, its loop unblocked and normal chats answered', { timeout: 180_000 }, async () => {
   const router = await startFloodRouter();
+  const normal = await normalTrafficElsewhere(router.url, '127.0.0.1');
   try {
     // The machine's own noise first: the block bound is relative to it.
     await router.report();
     const quietEnds = Date.now() + 1500;
-    await normalTraffic(router.url, () => Date.now() > quietEnds);
+    await normal.until(quietEnds);
     const quiet = await router.report();
     const blockBoundMs = Math.max(400, 6 * quiet.maxBlockMs);
     const failures: string[] = [];
@@ -32,7 +33,7 @@ test('under each client flood the router keeps its RSS bounded, its loop unblock
       const before = await router.report();
       const ends = Date.now() + FLOOD_MS;
       const stop = () => Date.now() > ends;
-      const [note, latencies] = await Promise.all([flood.run(router.url, stop, `127.0.0.${address++}`), normalTraffic(router.url, stop, '127.0.0.1')]);
+      const [note, latencies] = await Promise.all([flood.run(router.url, stop, `127.0.0.${address++}`), normal.until(ends)]);
       const during = await router.report();
       const growth = during.peakRssMb - before.rssMb;
       const failed = latencies.filter((l) => l === Infinity).length;
@@ -47,6 +48,7 @@ test('under each client flood the router keeps its RSS bounded, its loop unblock
     assert.deepEqual(failures, []);
     assert.equal(router.child.exitCode, null, 'the router is alive');
   } finally {
+    normal.close();
     await router.close();
   }
 });

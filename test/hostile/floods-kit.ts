@@ -98,6 +98,26 @@ export async function normalTraffic(url: string, stop: () => boolean, from = '12
   return latencies;
 }
 
+export interface NormalTraffic {
+  /** Normal chats until `ends` (a Date.now() time): their latencies in ms, failures as Infinity. */
+  until(ends: number): Promise<number[]>;
+  close(): void;
+}
+
+/** normalTraffic from a child process of its own: a flood sent from this process then does not slow the measurer. */
+export function normalTrafficElsewhere(url: string, from = '127.0.0.1'): Promise<NormalTraffic> {
+  const child = fork(new URL('./normal-traffic.ts', import.meta.url).pathname, [url, from], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const until = (ends: number) =>
+    new Promise<number[]>((resolve) => {
+      child.once('message', (m) => resolve((m as (number | null)[]).map((l) => l ?? Infinity)));
+      child.send({ ends });
+    });
+  return new Promise((resolve, reject) => {
+    child.once('message', () => resolve({ until, close: () => void child.kill() }));
+    child.once('exit', (code) => reject(new Error(`normal traffic exited with ${code} before it was ready`)));
+  });
+}
+
 const tally = (statuses: Map<number, number>) => [...statuses].map(([s, n]) => `${s}x${n}`).join(' ');
 
 /** Large bodies from `clients` clients at once, over and over. */
@@ -142,6 +162,36 @@ export const PIPELINED_KEYLESS: Flood = {
       }),
     );
     return `${answered} answered on ${connections} connections`;
+  },
+};
+
+export const OPEN_THEN_PIPELINED: Flood = {
+  name: '500 conns opened, then 2,000 pipelined keyless each',
+  async run(url, stop, from) {
+    let answered = 0;
+    let rounds = 0;
+    while (!stop()) {
+      rounds++;
+      const sockets = (await Promise.all(Array.from({ length: 500 }, () => socketTo(url, from).catch(() => undefined)))).filter((s): s is Socket => s !== undefined);
+      const burst = 'GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(2000);
+      await Promise.all(
+        sockets.map(
+          (socket) =>
+            new Promise<void>((resolve) => {
+              if (socket.destroyed) return resolve(); // closed by the router (a penalty) while the others connected
+              const timer = setTimeout(() => socket.destroy(), 2000);
+              socket.on('error', () => {});
+              socket.on('data', (chunk: Buffer) => (answered += chunk.toString('latin1').split('HTTP/1.1 ').length - 1));
+              socket.on('close', () => {
+                clearTimeout(timer);
+                resolve();
+              });
+              socket.write(burst);
+            }),
+        ),
+      );
+    }
+    return `${answered} answered in ${rounds} rounds`;
   },
 };
 
@@ -223,4 +273,4 @@ const idle: Flood['run'] = async (_url, stop) => {
 export const METRICS_PAGE = (bytes: number): Flood => ({ name: `engine /metrics page of ${(bytes / 1e6).toFixed(1)} MB`, routerEnv: { FLOOD_METRICS_BYTES: String(bytes) }, run: idle });
 
 /** The floods a client can send, mildest last. */
-export const CLIENT_FLOODS: readonly Flood[] = [PIPELINED_KEYLESS, KEEP_ALIVE_RATE, KEYLESS_BODIES, KEYED_BODIES, EIGHT_MB_BODIES, HELD_CONNECTIONS];
+export const CLIENT_FLOODS: readonly Flood[] = [PIPELINED_KEYLESS, OPEN_THEN_PIPELINED, KEEP_ALIVE_RATE, KEYLESS_BODIES, KEYED_BODIES, EIGHT_MB_BODIES, HELD_CONNECTIONS];

@@ -81,6 +81,29 @@ test('200 pipelined requests on one connection: it is closed past the depth, hav
   }
 });
 
+test('a client in its penalty: its connections opened before it are closed at their next request, unanswered; the others are served', async () => {
+  const t = await startTestRouter(files, { limits: { maxPipelinedRequests: 16 } });
+  const held: Socket[] = [];
+  try {
+    for (let i = 0; i < 5; i++) held.push(await socketFrom(t.url, '127.0.0.7'));
+    const bystander = await socketFrom(t.url, '127.0.0.8');
+    const flooded = statusesUntilClose(held[0]!, 10_000);
+    held[0]!.write(`GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n`.repeat(200));
+    assert.ok((await flooded).closed, 'the flooding connection is closed');
+    for (const socket of held.slice(1)) {
+      const seen = statusesUntilClose(socket, 5000);
+      socket.write(`GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n`.repeat(3));
+      assert.deepEqual(await seen, { statuses: [], closed: true }, 'closed before any answer');
+    }
+    const answer = statusesUntilClose(bystander, 5000);
+    bystander.write(`GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+    assert.deepEqual((await answer).statuses, [200]);
+  } finally {
+    for (const socket of held) socket.destroy();
+    await t.close();
+  }
+});
+
 test('a burst of requests one after another on one connection: closed past the per-connection rate', async () => {
   const t = await startTestRouter(files, { limits: { maxRequestsPerConnectionPerSecond: 50 } });
   try {
