@@ -26,7 +26,8 @@ test('under each client flood the router keeps its RSS bounded, its loop unblock
     const quietEnds = Date.now() + 1500;
     await normal.until(quietEnds);
     const quiet = await router.report();
-    const blockBoundMs = Math.max(400, 6 * quiet.maxBlockMs);
+    // Never above 1 s: the defences this guards took the pipelined flood from 1.5-2.7 s to ~0.1 s.
+    const blockBoundMs = Math.max(400, Math.min(1000, 6 * quiet.maxBlockMs));
     const failures: string[] = [];
     let address = 10;
     for (const flood of CLIENT_FLOODS) {
