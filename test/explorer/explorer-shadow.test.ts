@@ -28,6 +28,16 @@ const layout = (page: Page, selector: string) =>
     return { hidden, sideways: document.documentElement.scrollWidth > window.innerWidth + 1 };
   });
 
+/** The layout once the page has settled: a slow browser on a loaded machine may measure a table mid-render. */
+async function settledLayout(page: Page, selector: string) {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const measured = await layout(page, selector);
+    if ((measured.hidden.length === 0 && !measured.sideways) || Date.now() > deadline) return measured;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 test('the Shadow tab: counts by step and the differing decisions side by side, at 1400 and 420 px', { timeout: 120_000 }, async (t) => {
   assert.ok(CHROMIUM, 'chromium is not installed: scripts/install-test-tools.sh installs it');
   const shadow = new Shadow({ builtins: BUILTIN_STRATEGIES, watch: false, sampling: { maxBusyMsPerSecond: Infinity } });
@@ -67,8 +77,8 @@ test('the Shadow tab: counts by step and the differing decisions side by side, a
     const steps = await page.$$eval('#shadow-steps tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((td) => (td as HTMLElement).innerText)));
     assert.deepEqual(steps, [['model', '0', '0'], ['pool', '2', '2'], ['replica', '0', '0'], ['admission', '0', '0']], `by step at ${width} px`);
     assert.match(await page.$eval('#shadow-summary', (n) => (n as HTMLElement).innerText), /6 shadowed: 4 same, 2 differ, 0 failed/);
-    assert.deepEqual(await layout(page, '#shadow-decisions'), { hidden: [], sideways: false }, `Shadow decisions at ${width} px`);
-    assert.deepEqual(await layout(page, '#shadow-top'), { hidden: [], sideways: false }, `Shadow differences at ${width} px`);
+    assert.deepEqual(await settledLayout(page, '#shadow-decisions'), { hidden: [], sideways: false }, `Shadow decisions at ${width} px`);
+    assert.deepEqual(await settledLayout(page, '#shadow-top'), { hidden: [], sideways: false }, `Shadow differences at ${width} px`);
     await page.close();
   }
 });
