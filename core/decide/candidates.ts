@@ -84,18 +84,36 @@ const CANDIDATE = 0;
 const EXCLUDED = 1;
 const EJECTED = 2;
 
+/**
+ * Every field of a replica's fleet state, and whether a candidate is built
+ * from it. A field added to ReplicaState does not compile until it is listed
+ * here, so a kept candidate cannot go stale by missing a signal.
+ */
+const CANDIDATE_FIELDS = {
+  health: true,
+  kvUsage: true,
+  queueDepth: true,
+  running: true,
+  loadedAdapters: true,
+  scrapedAt: true,
+  inFlight: true,
+  prefillTokens: true,
+  activeStreams: true,
+  checkedAt: false,
+  maxLoras: false,
+  prefixCacheHitRatio: false,
+  numGpuBlocks: false,
+  kvCapacityTokens: false,
+} as const satisfies Record<keyof ReplicaState, boolean>;
+
+/** The fields a candidate is built from: its entry is rebuilt when any of them changes. */
+const TRACKED = (Object.keys(CANDIDATE_FIELDS) as (keyof ReplicaState)[]).filter((field) => CANDIDATE_FIELDS[field]);
+
 /** One replica of the pool: the fleet values it was last built from, and what it stands as. */
 class ReplicaEntry {
   built = false;
-  health: string | undefined;
-  kvUsage: number | undefined;
-  queueDepth: number | undefined;
-  running: number | undefined;
-  inFlight = 0;
-  prefillTokens = 0;
-  activeStreams = 0;
-  scrapedAt: number | undefined;
-  loadedAdapters: readonly string[] | undefined;
+  /** The TRACKED fields' values when last built, in TRACKED's order. */
+  private readonly seen: unknown[] = new Array(TRACKED.length).fill(undefined);
   stale = false;
   standing = EXCLUDED;
   failing = false;
@@ -110,32 +128,15 @@ class ReplicaEntry {
   }
 
   matches(state: ReplicaState | undefined, stale: boolean): boolean {
-    return (
-      this.built &&
-      this.stale === stale &&
-      this.health === state?.health &&
-      this.inFlight === (state?.inFlight ?? 0) &&
-      this.prefillTokens === (state?.prefillTokens ?? 0) &&
-      this.activeStreams === (state?.activeStreams ?? 0) &&
-      this.scrapedAt === state?.scrapedAt &&
-      this.kvUsage === state?.kvUsage &&
-      this.queueDepth === state?.queueDepth &&
-      this.running === state?.running &&
-      this.loadedAdapters === state?.loadedAdapters
-    );
+    if (!this.built || this.stale !== stale) return false;
+    const seen = this.seen;
+    for (let i = 0; i < TRACKED.length; i++) if (seen[i] !== state?.[TRACKED[i]]) return false;
+    return true;
   }
 
   rebuild(pool: Pool, state: ReplicaState | undefined, stale: boolean): void {
     this.built = true;
-    this.health = state?.health;
-    this.kvUsage = state?.kvUsage;
-    this.queueDepth = state?.queueDepth;
-    this.running = state?.running;
-    this.inFlight = state?.inFlight ?? 0;
-    this.prefillTokens = state?.prefillTokens ?? 0;
-    this.activeStreams = state?.activeStreams ?? 0;
-    this.scrapedAt = state?.scrapedAt;
-    this.loadedAdapters = state?.loadedAdapters;
+    for (let i = 0; i < TRACKED.length; i++) this.seen[i] = state?.[TRACKED[i]];
     this.stale = stale;
     const why = exclusion(this.spec, state);
     this.failing = why === 'failing';

@@ -47,7 +47,7 @@ function view(set: CandidateSet) {
     candidates: set.candidates.map((c) => ({
       id: c.id,
       saturated: c.saturated,
-      signals: { kvUsage: c.signals.kvUsage, queueDepth: c.signals.queueDepth, running: c.signals.running, inFlight: c.signals.inFlight, loadedAdapters: [...c.signals.loadedAdapters], ageMs: c.signals.ageMs, stale: c.signals.stale },
+      signals: { kvUsage: c.signals.kvUsage, queueDepth: c.signals.queueDepth, running: c.signals.running, inFlight: c.signals.inFlight, prefillTokens: c.signals.prefillTokens, activeStreams: c.signals.activeStreams, tokenLoad: c.signals.tokenLoad, loadedAdapters: [...c.signals.loadedAdapters], ageMs: c.signals.ageMs, stale: c.signals.stale },
     })),
     excluded: set.excluded.map((e) => ({ ...e })),
     saturated: set.saturated,
@@ -64,12 +64,18 @@ const stateArb = fc.option(
     running: fc.option(fc.nat(40), { nil: undefined }),
     age: fc.option(fc.constantFrom(0, 100, 4999, 5001, 60_000), { nil: undefined }),
     loadedAdapters: fc.option(fc.constantFrom([], ['a'], ['a', 'b']), { nil: undefined }),
+    prefillTokens: fc.option(fc.constantFrom(0, 1000, 70_000), { nil: undefined }),
+    activeStreams: fc.option(fc.nat(4), { nil: undefined }),
+    // Not a candidate's signal: changing it alone must not matter either way.
+    prefixCacheHitRatio: fc.option(fc.constantFrom(0, 0.5), { nil: undefined }),
   }),
   { nil: undefined, freq: 8 },
 );
 const stepArb = fc.oneof(
   fc.record({ kind: fc.constant('set' as const), replica: fc.nat(11), state: stateArb }),
   fc.record({ kind: fc.constant('inflight' as const), replica: fc.nat(11), by: fc.constantFrom(-1, 1) }),
+  // One signal alone moves (the router's own token counts do so between scrapes).
+  fc.record({ kind: fc.constant('one' as const), replica: fc.nat(11), field: fc.constantFrom('prefillTokens', 'activeStreams', 'kvUsage', 'queueDepth', 'running'), value: fc.nat(70_000) }),
   fc.record({ kind: fc.constant('time' as const), ms: fc.constantFrom(1, 500, 3000, 6000) }),
 );
 
@@ -86,6 +92,10 @@ function check(makeFleet: () => FeedFleet | InPlaceFleet, runs: number) {
         else if (step.kind === 'inflight') {
           const state = fleet.replica(`r${step.replica}`);
           if (state) fleet.set(`r${step.replica}`, { ...state, inFlight: Math.max(0, state.inFlight + step.by) });
+        } else if (step.kind === 'one') {
+          const state = fleet.replica(`r${step.replica}`);
+          const value = step.field === 'kvUsage' ? (step.value % 100) / 100 : step.field === 'prefillTokens' ? step.value : step.value % 50;
+          if (state) fleet.set(`r${step.replica}`, { ...state, [step.field]: value });
         } else if (step.state === undefined) fleet.set(`r${step.replica}`, undefined);
         else {
           const { age, ...rest } = step.state;
