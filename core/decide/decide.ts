@@ -12,6 +12,7 @@ import { buildCandidates, type CandidateSet } from './candidates.ts';
 import { tenantStepSlot } from './derived.ts';
 import type { Admitted, Decision, Rejected } from './decision.ts';
 import type { DecideEnv } from './env.ts';
+import { fallbackModel, fallbackStep, MAX_FALLBACKS } from './fallback.ts';
 import { chooseModel } from './model.ts';
 import { choosePool } from './pool.ts';
 import { priorityClass, resolvePriority } from '../facts/priority.ts';
@@ -96,7 +97,7 @@ export function decide(
     });
     return rejected(requestId, r, trace, tenant, undefined, { model: modelStep.cold.id }, { type: 'trigger_load', model: modelStep.cold.id, url: cold.loadHook });
   }
-  const { model, version, adapter } = modelStep;
+  let { model, version, adapter } = modelStep;
   ruleFacts.resolvedModel = model.id;
   ruleFacts.version = version.version;
   ruleFacts.canary = version.canary;
@@ -118,11 +119,14 @@ export function decide(
   const chosen = { model: model.id, version: version.version, adapter, canary: version.canary, pool: pool.name, priority: level };
 
   // 3. Which replica. A pool that would refuse for capacity, or shed this
-  // priority, may overflow into another pool of the version (validated loop-free).
+  // priority, may overflow into another pool of the version, and then its
+  // model fall back to another model (both validated loop-free).
   const now = env.now();
   let candidateSet: CandidateSet;
   let verdict: ShedVerdict | undefined;
   let pinnedHome: ReplicaChoice['replica'] | undefined;
+  let fallbackFrom: string | undefined;
+  let fallbacks = 0;
   if (pinned) {
     // A follow-up goes to the one engine holding its previous response, whatever its checks say: only a
     // replica gone from the policy, or one that already failed this request, cannot take it. No overflow, no shedding.
@@ -152,9 +156,34 @@ export function decide(
       chosen.pool = pool.name;
       continue;
     }
+    const fallback = fallbacks < MAX_FALLBACKS ? fallbackModel(model, tenant, snapshot, facts, env) : undefined;
+    let notFallen: string | undefined = typeof fallback === 'string' ? fallback : undefined;
+    if (fallback !== undefined && typeof fallback !== 'string') {
+      ruleFacts.resolvedModel = fallback.model.id;
+      ruleFacts.version = fallback.version.version;
+      ruleFacts.canary = fallback.version.canary;
+      ruleFacts.adapter = fallback.adapter ?? null;
+      const fallbackPool = choosePool(fallback.model.id, fallback.version, ruleFacts, facts.promptTokens + (facts.maxTokens ?? 0), snapshot);
+      if (!('rejected' in fallbackPool)) {
+        trace.model = fallbackStep(trace.model, model.id, fallback, `${pool.name} ${full ? 'at capacity' : `shedding priority ${level}`}`);
+        trace.pool = fallbackPool.trace;
+        fallbackFrom ??= model.id;
+        fallbacks++;
+        ({ model, version, adapter } = fallback);
+        pool = fallbackPool.pool;
+        Object.assign(chosen, { model: model.id, version: version.version, adapter, canary: version.canary, pool: pool.name });
+        continue;
+      }
+      notFallen = `fallback ${fallback.model.id}: ${fallbackPool.rejected.message}`;
+      ruleFacts.resolvedModel = model.id;
+      ruleFacts.version = version.version;
+      ruleFacts.canary = version.canary;
+      ruleFacts.adapter = adapter ?? null;
+    }
     trace.admit = full
       ? { decidedBy: 'capacity', reason: full.message, alternatives: candidates.map((c) => ({ name: c.id, score: c.signals.queueDepth, note: 'queue depth' })) }
       : { decidedBy: 'shedding', reason: refused.message, facts: { priority: level, saturation: round2(verdict!.saturation), shedProbability: round2(verdict!.probability) } };
+    if (notFallen) trace.admit = { ...trace.admit, facts: { ...trace.admit.facts, noFallback: notFallen } };
     return rejected(requestId, refused, trace, tenant, undefined, chosen);
   }
   const routed = new Routed(facts, snapshot.settings, chosen, tenant.id, priority, maxTokens, options.blockHashes);
@@ -215,6 +244,7 @@ export function decide(
     tenantRef: tenant,
     charge: options.quotaTaken ? undefined : cost,
     shadowOverQuota: shadowOver || undefined,
+    fallbackFrom,
   };
   return admitted;
 }

@@ -63,6 +63,8 @@ export interface Admitted extends DecisionBase {
   readonly charge?: TokenCharge;
   /** Admitted although over its tenant's shadow quota. */
   readonly shadowOverQuota?: true;
+  /** The model the request was first routed to, when every pool of it refused for capacity and its fallback took the request. */
+  readonly fallbackFrom?: string;
 }
 
 export interface Rejected extends DecisionBase {

@@ -9,6 +9,7 @@ export class AdmissionMetrics {
   readonly settlements: Counter<'outcome'>;
   readonly settledTokens: Counter<'direction'>;
   readonly shadowOverQuota: Counter<'tenant'>;
+  readonly fallbacks: Counter<'from' | 'to'>;
   readonly replicaPrefillTokens: Gauge<'replica' | 'pool'>;
   readonly replicaActiveStreams: Gauge<'replica' | 'pool'>;
 
@@ -36,6 +37,12 @@ export class AdmissionMetrics {
       name: 'switchyard_quota_shadow_over_total',
       help: 'Requests a shadow quota (shadow: true) would have refused, by tenant; they were admitted.',
       labelNames: ['tenant'] as const,
+      registers,
+    });
+    this.fallbacks = new Counter({
+      name: 'switchyard_model_fallbacks_total',
+      help: 'Requests sent to a model\'s fallback model because every pool of the model they were routed to refused for capacity, by model left (from) and model used (to).',
+      labelNames: ['from', 'to'] as const,
       registers,
     });
     this.replicaPrefillTokens = new Gauge({

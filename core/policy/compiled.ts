@@ -28,6 +28,8 @@ export interface ModelEntry {
    * or ENGINE_TOKENIZER (`tokenizer: engine`: a replica counts them); undefined: estimated (docs/tokens.md).
    */
   readonly tokenizer?: string;
+  /** The model that takes this one's requests when all its pools refuse for capacity (validated loop-free, deployed). */
+  readonly fallback?: string;
 }
 
 export interface CascadeEntry {

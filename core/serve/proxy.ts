@@ -156,7 +156,8 @@ async function route(
   // Token quotas settle on the engine's usage (settle-usage.ts).
   const settlement = UsageSettlement.of(decision, endpoint, body);
   if (decision.shadowOverQuota) metrics.admission.shadowOverQuota.inc({ tenant: decision.tenant });
-  const upstreamBody = new UpstreamBody(body, { upstreamModel: decision.upstreamModel, priority: decision.poolRef.forwardPriority ? decision.priority : undefined, injectUsage: settlement?.injectUsage ?? false });
+  if (decision.fallbackFrom) metrics.admission.fallbacks.inc({ from: decision.fallbackFrom, to: decision.model });
+  let upstreamBody = new UpstreamBody(body, { upstreamModel: decision.upstreamModel, priority: decision.poolRef.forwardPriority ? decision.priority : undefined, injectUsage: settlement?.injectUsage ?? false });
   let tap: UsageTap | undefined;
   const tokenBudget = (facts as RequestFacts).maxTokens ?? snapshot.settings.defaultMaxTokens;
   const budgetKey = decision.poolRef.key;
@@ -195,6 +196,11 @@ async function route(
         return;
       }
       metrics.retries.inc({ pool: pool.key, cause: result.cause });
+      // A retry that fell back to another model (its pools now full) names that model upstream.
+      if (retry.upstreamModel !== decision.upstreamModel) {
+        if (retry.fallbackFrom) metrics.admission.fallbacks.inc({ from: retry.fallbackFrom, to: retry.model });
+        upstreamBody = new UpstreamBody(body, { upstreamModel: retry.upstreamModel, priority: retry.poolRef.forwardPriority ? retry.priority : undefined, injectUsage: settlement?.injectUsage ?? false });
+      }
       decision = retry;
     }
   } finally {
@@ -262,6 +268,8 @@ async function send(
   deps.metrics.decisions.inc({ pool: pool.key, replica: replica.id, strategy: decision.strategy });
   const started = performance.now();
   const headers = ['x-request-id', request.id, 'x-switchyard-model', `${decision.model}@${decision.version}`, ...rateLimitHeaders(deps.env.quota, decision.tenant, decision.tenantRef.quotas, deps.env.now())];
+  // The client gets another model than it asked for: it always hears which (docs/policies.md, Fallback models).
+  if (decision.fallbackFrom) headers.push('x-switchyard-fallback-from', decision.fallbackFrom);
   // Where it went and why are opt-in (settings or tenant decision_headers: full): replica ids and plugin reasons stay in.
   if ((snapshot.tenantsById.get(decision.tenant)?.decisionHeaders ?? snapshot.settings.decisionHeaders) === 'full') {
     headers.push('x-switchyard-pool', pool.name, 'x-switchyard-replica', replica.id, 'x-switchyard-reason', asciiHeader(decision.reason), 'x-switchyard-policy', String(snapshot.generation));

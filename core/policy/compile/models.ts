@@ -4,6 +4,7 @@ import { checkTokenizerFolder, tokenizerDir } from '../../tokens/folder.ts';
 import { versionKey, type AliasEntry, type CascadeEntry, type ModelEntry, type PoolSpec } from '../compiled.ts';
 import type { PolicySource } from '../source.ts';
 import { unknown, type CompileContext, type Doc } from './context.ts';
+import { checkModelFallbacks } from './model-fallback.ts';
 
 export interface CompiledModels {
   readonly models: Map<string, ModelEntry>;
@@ -44,10 +45,12 @@ export function compileModels(ctx: CompileContext): CompiledModels {
         versions,
         totalWeight,
         cold: m.cold ? { loadHook: m.cold.load_hook, retryAfterS: m.cold.retry_after_s } : undefined,
+        fallback: m.fallback,
       });
       origins.set(m.id, { source, index: i });
     });
   }
+  checkModelFallbacks(ctx, models, origins);
   return { models, origins, unknownModel: (id) => unknown('model', id, models.keys()) };
 }
 
