@@ -68,18 +68,25 @@ export function capacityRejection(pool: Pool, candidates: readonly Candidate[]):
   );
 }
 
-/** Time to first token the router expects on `replica`: its queue, then the prefill. */
+/**
+ * Time to first token the router expects on `replica` from the policy's
+ * model alone: the pool's base latency (wait_estimate.base_ms), its queue,
+ * then the prefill. The observed base latency comes on top (deadlineRejection).
+ */
 export function estimatedWaitMs(pool: Pool, replica: Candidate, promptTokens: number): number {
-  return replica.signals.queueDepth * pool.waitEstimate.msPerQueuedRequest + (promptTokens / 1000) * pool.waitEstimate.prefillMsPer1kTokens;
+  const wait = pool.waitEstimate;
+  return wait.baseMs + replica.signals.queueDepth * wait.msPerQueuedRequest + (promptTokens / 1000) * wait.prefillMsPer1kTokens;
 }
 
-export function deadlineRejection(pool: Pool, replica: Candidate, promptTokens: number, deadlineMs: number | undefined): Rejection | undefined {
+/** `modelledMs` (estimatedWaitMs) plus the pool's observed base latency: past the client's deadline, 503. */
+export function deadlineRejection(modelledMs: number, observedBaseMs: number | undefined, deadlineMs: number | undefined): Rejection | undefined {
   if (deadlineMs === undefined) return undefined;
-  const wait = estimatedWaitMs(pool, replica, promptTokens);
+  const wait = modelledMs + (observedBaseMs ?? 0);
   if (wait <= deadlineMs) return undefined;
+  const observed = observedBaseMs === undefined ? '' : ` (${Math.round(observedBaseMs)} ms of it the base latency the pool's recent first tokens showed)`;
   return rejection(
     'deadline_unmeetable',
-    `The first token is expected in about ${Math.round(wait)} ms, past the ${deadlineMs} ms deadline in x-deadline-ms.`,
+    `The first token is expected in about ${Math.round(wait)} ms${observed}, past the ${deadlineMs} ms deadline in x-deadline-ms. Allow more time, or retry when the pool is less busy.`,
     { retryAfterS: 1 },
   );
 }

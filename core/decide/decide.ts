@@ -207,12 +207,15 @@ export function decide(
     trace.admit = { decidedBy: 'quota', reason: overQuota.message, facts: { tokens: cost.tokens } };
     return rejected(requestId, overQuota, trace, tenant, undefined, chosen, undefined, chain, pool);
   }
-  const late = deadlineRejection(pool, replica, facts.promptTokens, facts.deadlineMs);
+  const modelledWaitMs = estimatedWaitMs(pool, replica, facts.promptTokens);
+  const observedBaseMs = env.baseLatencyMs?.(pool.key);
+  const late = deadlineRejection(modelledWaitMs, observedBaseMs, facts.deadlineMs);
   if (late) {
-    trace.admit = { decidedBy: 'deadline', reason: late.message, facts: { deadlineMs: facts.deadlineMs } };
+    trace.admit = { decidedBy: 'deadline', reason: late.message, facts: { deadlineMs: facts.deadlineMs, estimatedWaitMs: Math.round(modelledWaitMs + (observedBaseMs ?? 0)), observedBaseMs: observedBaseMs === undefined ? null : Math.round(observedBaseMs) } };
     return rejected(requestId, late, trace, tenant, undefined, chosen, undefined, chain, pool);
   }
-  const admitFacts: Record<string, unknown> = { estimatedWaitMs: Math.round(estimatedWaitMs(pool, replica, facts.promptTokens)), deadlineMs: facts.deadlineMs ?? null, priority: level };
+  const admitFacts: Record<string, unknown> = { estimatedWaitMs: Math.round(modelledWaitMs + (observedBaseMs ?? 0)), deadlineMs: facts.deadlineMs ?? null, priority: level };
+  if (observedBaseMs !== undefined) admitFacts.observedBaseMs = Math.round(observedBaseMs);
   // A sheddable request that was not shed says how close it came.
   if (verdict && verdict.probability > 0) {
     admitFacts.saturation = round2(verdict.saturation);
@@ -245,6 +248,7 @@ export function decide(
     charge: options.quotaTaken ? undefined : cost,
     shadowOverQuota: shadowOver || undefined,
     fallbackFrom,
+    modelledWaitMs,
   };
   return admitted;
 }

@@ -65,6 +65,8 @@ export interface Admitted extends DecisionBase {
   readonly shadowOverQuota?: true;
   /** The model the request was first routed to, when every pool of it refused for capacity and its fallback took the request. */
   readonly fallbackFrom?: string;
+  /** The time to first token the policy's wait estimate expected (without the observed base latency): what a stream's first token teaches the base latency. */
+  readonly modelledWaitMs: number;
 }
 
 export interface Rejected extends DecisionBase {

@@ -14,6 +14,12 @@ export interface DecideEnv {
   readonly random: () => number;
   /** Read by decide(), taken from by commit(). */
   readonly quota: QuotaStore;
+  /**
+   * A pool's (by key) observed base latency in ms: what first tokens take
+   * beyond the wait estimate (core/fleet/base-latency.ts); undefined, or
+   * absent (explain, the simulator), where none was observed.
+   */
+  readonly baseLatencyMs?: (pool: string) => number | undefined;
 }
 
 export function createEnv(options: { seed?: number | string; now?: () => number; clock?: () => number; quota?: QuotaStore } = {}): DecideEnv {

@@ -168,7 +168,7 @@ export interface PoolSpec {
   /** The pool of the same version taking what this one would refuse for capacity (checked loop-free when compiled). */
   readonly overflow?: string;
   readonly weights: LoadScoreWeights;
-  readonly waitEstimate: { readonly msPerQueuedRequest: number; readonly prefillMsPer1kTokens: number };
+  readonly waitEstimate: { readonly baseMs: number; readonly msPerQueuedRequest: number; readonly prefillMsPer1kTokens: number };
   readonly upstream: UpstreamSettings;
   readonly retries: RetrySettings;
   readonly outlier: OutlierSettings;

@@ -24,6 +24,7 @@ import { attempt, type AttemptResult, type Waiting } from './forward.ts';
 import { countRejection } from './refusals.ts';
 import type { RetryBudget } from './retry-budget.ts';
 import type { SilenceKey, SilenceWatch } from './silence.ts';
+import type { BaseLatency } from '../fleet/base-latency.ts';
 import { QUOTA_WAIT_ROUNDS, quotaWait } from '../quota/wait.ts';
 import { countRequestTokens } from '../tokens/request-path.ts';
 import type { Upstreams } from './upstream.ts';
@@ -64,6 +65,8 @@ export interface ProxyDeps {
   readonly coldLoads: ColdLoads;
   /** Peers' recent first-byte latency: a replica silent while they answer is failing (docs/reliability.md). */
   readonly silence?: SilenceWatch;
+  /** Streams' first tokens against the wait estimate: the pools' base latency for the deadline check. */
+  readonly baseLatency?: BaseLatency;
   /** A client that reads nothing for this long loses its response (settings send_timeout_ms). */
   readonly sendTimeoutMs?: number;
   /** The URL to reach a replica at (emulate:// replicas run on loopback ports). */
@@ -294,6 +297,7 @@ async function send(
   // a client that gave up first, counts against a replica whose peers answered meanwhile. Once per attempt.
   const silenceKey: SilenceKey = { pool: pool.key, stream, tokenBudget };
   const attemptStart = performance.now();
+  const firstEvent = stream && deps.baseLatency ? firstEventOf(endPrefill, attemptStart) : undefined;
   let silenced = false;
   const timeoutMs = stream ? pool.upstream.streamHeadersTimeoutMs : pool.upstream.headersTimeoutMs;
   const firstCheck = deps.silence?.check(silenceKey, replica.id, attemptStart, 0, timeoutMs);
@@ -333,7 +337,7 @@ async function send(
       silence,
       sendTimeoutMs: deps.sendTimeoutMs,
       tap,
-      onFirstByte: endPrefill,
+      onFirstByte: firstEvent ? firstEvent.seen : endPrefill,
     });
     if (traced) traced.end(result.kind === 'done' ? result.status : 'status' in result ? (result.status as number) : undefined, result.kind === 'done' ? undefined : result.kind === 'retryable' || result.kind === 'broken' ? result.cause : result.kind, decision.upstreamModel);
     if (result.kind === 'done' || result.kind === 'broken') {
@@ -341,6 +345,8 @@ async function send(
       deps.metrics.upstreamSeconds.observe({ pool: pool.key }, (performance.now() - started) / 1000);
     }
     if (result.kind === 'done' || result.kind === 'broken') deps.silence?.answered(silenceKey, replica.id, result.ttfbMs);
+    // Only a stream that succeeded teaches the base latency: an error answers without prefill.
+    if (firstEvent?.afterMs !== undefined && result.kind === 'done' && result.status < 300) deps.baseLatency!.record(pool.key, firstEvent.afterMs, decision.modelledWaitMs);
     if (result.kind === 'done') deps.fleet.recordUpstream(replica.id, 'success', pool);
     else if (result.kind === 'aborted') {
       if (result.beforeFirstByte && !silenced && deps.silence?.abandonmentCounts(silenceKey, replica.id, attemptStart, result.waitedMs ?? 0)) {
@@ -414,4 +420,15 @@ function failureText(result: Extract<AttemptResult, { kind: 'retryable' }>): str
     default:
       return 'a broken connection';
   }
+}
+
+/** A stream's first event is its first token: the prefill is over, and when it came is kept for the pool's base latency. */
+function firstEventOf(endPrefill: (() => void) | undefined, startedAt: number): { seen: () => void; afterMs?: number } {
+  const first: { seen: () => void; afterMs?: number } = {
+    seen: () => {
+      endPrefill?.();
+      first.afterMs ??= performance.now() - startedAt;
+    },
+  };
+  return first;
 }

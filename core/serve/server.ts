@@ -30,6 +30,7 @@ import { registerVllmRoutes, VLLM_ROUTE_PATHS } from './vllm-routes.ts';
 import { DIRECT_REPLICAS, type ReplicaAddresses } from './replica-addresses.ts';
 import { RetryBudget } from './retry-budget.ts';
 import { SilenceWatch } from './silence.ts';
+import { BaseLatency } from '../fleet/base-latency.ts';
 import { Upstreams } from './upstream.ts';
 import type { RequestObserver } from './request-observer.ts';
 import type { TrafficRecorder } from '../shadow/recorder.ts';
@@ -203,7 +204,10 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     app.log.warn({ strategy, pool: pool.key, fault, detail }, 'strategy skipped (logged at most once a minute per strategy)');
   };
 
-  const liveEnv = options.env ?? createEnv({ seed: Date.now(), quota: options.quota });
+  // The deadline check adds the base latency the pools' streams show (core/fleet/base-latency.ts).
+  const baseLatency = new BaseLatency();
+  const givenEnv = options.env ?? createEnv({ seed: Date.now(), quota: options.quota });
+  const liveEnv = givenEnv.baseLatencyMs ? givenEnv : { ...givenEnv, baseLatencyMs: (pool: string) => baseLatency.baseMs(pool) };
   // With a shadow, the live env's random draw is kept for the shadow to draw the same (core/shadow/random-tape.ts).
   const env = options.shadow ? options.shadow.attach({ env: liveEnv, fleet, metrics: registerShadowMetrics(metrics.registry) }) : liveEnv;
   const observers: RequestObserver[] = [options.shadow, options.recorder].filter((o) => o !== undefined);
@@ -226,6 +230,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     decisions,
     coldLoads,
     silence: new SilenceWatch(),
+    baseLatency,
     sendTimeoutMs: limits.sendTimeoutMs,
     urlOf: (replica: Parameters<ReplicaAddresses['urlOf']>[0]) => replicas.urlOf(replica),
     onStrategyFault,

@@ -18,7 +18,7 @@ const DEFAULTS = {
   capacity: { queue_depth: 128, retry_after_s: 2 },
   token_load: { full_prefill_tokens: DEFAULT_FULL_PREFILL_TOKENS },
   shedding: { mode: SHEDDING_DEFAULTS.mode, exponent: SHEDDING_DEFAULTS.exponent, scale: SHEDDING_DEFAULTS.scale },
-  wait_estimate: { ms_per_queued_request: 50, prefill_ms_per_1k_tokens: 20 },
+  wait_estimate: { base_ms: 0, ms_per_queued_request: 50, prefill_ms_per_1k_tokens: 20 },
   // docs/reliability.md gives each default's reason.
   upstream: { connect_timeout_ms: 2000, stream_headers_timeout_ms: 15_000, headers_timeout_ms: 300_000, stream_idle_timeout_ms: 120_000, body_timeout_ms: 60_000, connections: 128 },
   retries: { max_retries: 2, budget_percent: 20, min_concurrency: 3 },
@@ -122,7 +122,7 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
           running: weightsDoc.running ?? DEFAULT_LOAD_SCORE_WEIGHTS.running,
           ...(weightsDoc.token_load ? { tokenLoad: weightsDoc.token_load } : {}),
         },
-        waitEstimate: { msPerQueuedRequest: wait.ms_per_queued_request, prefillMsPer1kTokens: wait.prefill_ms_per_1k_tokens },
+        waitEstimate: { baseMs: wait.base_ms, msPerQueuedRequest: wait.ms_per_queued_request, prefillMsPer1kTokens: wait.prefill_ms_per_1k_tokens },
         upstream: {
           connectTimeoutMs: upstream.connect_timeout_ms,
           streamHeadersTimeoutMs: upstream.stream_headers_timeout_ms,
