@@ -163,6 +163,7 @@ export async function runServe(argv: string[]): Promise<number> {
       admin,
       shadow,
       recorder,
+      kvIndex,
     });
   } catch (error) {
     await store.close();

@@ -150,6 +150,20 @@ export class KvIndex implements KvIndexView {
     return this.replicas.get(replica)?.blockSize ?? 0;
   }
 
+  /**
+   * The leading tokens of a prompt (its token ids) one replica's cache holds:
+   * the uncached rest is the prefill it has to do (core/fleet/uncached-prompt.ts).
+   * Not a routing lookup: not counted in the lookup metrics.
+   */
+  cachedTokens(replica: string, tokenIds: ArrayLike<number>, adapter?: string): number {
+    const entry = this.replicas.get(replica);
+    if (entry === undefined || entry.blockSize === 0) return 0;
+    const keys = new TokenBlockKeys(tokenIds, entry.blockSize, adapter, MAX_LOOKUP_BLOCKS);
+    let depth = 0;
+    while (depth < keys.length && entry.blocks.has(keys.keyAt(depth))) depth++;
+    return depth * entry.blockSize;
+  }
+
   /** The last sequence number applied for a replica (-1 before the first). */
   lastSeq(replica: string): bigint {
     return this.replicas.get(replica)?.lastSeq ?? -1n;

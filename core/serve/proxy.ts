@@ -25,6 +25,7 @@ import { countRejection } from './refusals.ts';
 import type { RetryBudget } from './retry-budget.ts';
 import type { SilenceKey, SilenceWatch } from './silence.ts';
 import type { BaseLatency } from '../fleet/base-latency.ts';
+import { uncachedPromptTokens, type CachedPrefixLookup } from '../fleet/uncached-prompt.ts';
 import { QUOTA_WAIT_ROUNDS, quotaWait } from '../quota/wait.ts';
 import { countRequestTokens } from '../tokens/request-path.ts';
 import type { Upstreams } from './upstream.ts';
@@ -67,6 +68,8 @@ export interface ProxyDeps {
   readonly silence?: SilenceWatch;
   /** Streams' first tokens against the wait estimate: the pools' base latency for the deadline check. */
   readonly baseLatency?: BaseLatency;
+  /** What each replica caches of a prompt: the token load counts the rest. */
+  readonly kvIndex?: CachedPrefixLookup;
   /** A client that reads nothing for this long loses its response (settings send_timeout_ms). */
   readonly sendTimeoutMs?: number;
   /** The URL to reach a replica at (emulate:// replicas run on loopback ports). */
@@ -266,7 +269,7 @@ async function send(
   const pool = decision.poolRef;
   const replica = replicaOf(snapshot, pool, decision.replica);
   const releaseInFlight = deps.fleet.acquire(replica.id);
-  const endPrefill = deps.fleet.startPrefill?.(replica.id, decision.routed.promptTokens);
+  const endPrefill = deps.fleet.startPrefill?.(replica.id, uncachedPromptTokens(decision.routed, replica.id, deps.kvIndex));
   const endStream = stream ? deps.fleet.startStream?.(replica.id) : undefined;
   deps.metrics.decisions.inc({ pool: pool.key, replica: replica.id, strategy: decision.strategy });
   const started = performance.now();

@@ -31,6 +31,7 @@ import { DIRECT_REPLICAS, type ReplicaAddresses } from './replica-addresses.ts';
 import { RetryBudget } from './retry-budget.ts';
 import { SilenceWatch } from './silence.ts';
 import { BaseLatency } from '../fleet/base-latency.ts';
+import type { CachedPrefixLookup } from '../fleet/uncached-prompt.ts';
 import { Upstreams } from './upstream.ts';
 import type { RequestObserver } from './request-observer.ts';
 import type { TrafficRecorder } from '../shadow/recorder.ts';
@@ -81,6 +82,8 @@ export interface RouterOptions {
   readonly recorder?: TrafficRecorder;
   /** false: everything is built but no port opens; requests go in through `app.inject()` (tests). */
   readonly listen?: boolean;
+  /** The KV event index: the token load counts only the prompt a replica does not cache (core/fleet/uncached-prompt.ts). */
+  readonly kvIndex?: CachedPrefixLookup;
 }
 
 /** What a client connection may send and hold: settings.yaml, read when serve starts (docs/reliability.md). */
@@ -231,6 +234,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     coldLoads,
     silence: new SilenceWatch(),
     baseLatency,
+    kvIndex: options.kvIndex,
     sendTimeoutMs: limits.sendTimeoutMs,
     urlOf: (replica: Parameters<ReplicaAddresses['urlOf']>[0]) => replicas.urlOf(replica),
     onStrategyFault,

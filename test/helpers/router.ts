@@ -33,7 +33,7 @@ export interface TestRouter {
 
 export async function startTestRouter(
   files: Record<string, string>,
-  options: { speed?: number; policy?: ServedPolicy; adminToken?: string; apiKey?: string; tracer?: Tracer; limits?: Partial<ClientLimits> } & Pick<RouterOptions, 'shadow' | 'recorder' | 'logger'> = {},
+  options: { speed?: number; policy?: ServedPolicy; adminToken?: string; apiKey?: string; tracer?: Tracer; limits?: Partial<ClientLimits> } & Pick<RouterOptions, 'shadow' | 'recorder' | 'logger' | 'kvIndex'> = {},
 ): Promise<TestRouter> {
   const withSettings = Object.keys(files).some((name) => name.includes('settings')) ? files : { ...files, 'settings.yaml': FULL_HEADERS_SETTINGS };
   const policy = options.policy ?? fixedPolicy(policyFrom(withSettings));
@@ -51,6 +51,7 @@ export async function startTestRouter(
     limits: options.limits,
     shadow: options.shadow,
     recorder: options.recorder,
+    kvIndex: options.kvIndex,
   });
   const client = new OpenAI({ baseURL: `${router.url}/v1`, apiKey: options.apiKey ?? TEST_KEY, maxRetries: 0, timeout: 20_000 });
   return { router, embedded, client, url: router.url, adminUrl: router.adminUrl!, close: () => router.close(1000) };
