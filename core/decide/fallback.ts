@@ -4,7 +4,7 @@
 // tenant may use it. Compiled policies have no fallback loops; decide() also
 // bounds the walk.
 import type { RequestFacts } from '../facts/request-facts.ts';
-import type { ModelEntry, ModelVersion, Snapshot, Tenant } from '../policy/snapshot.ts';
+import type { Generation, ModelEntry, ModelVersion, Tenant } from './generation.ts';
 import type { DecideEnv } from './env.ts';
 import { chooseVersion } from './model.ts';
 import type { StepTrace, TraceAlternative } from './trace.ts';
@@ -27,7 +27,7 @@ export interface FallbackModel {
 export function fallbackModel(
   from: ModelEntry,
   tenant: Tenant,
-  snapshot: Snapshot,
+  snapshot: Generation,
   facts: Pick<RequestFacts, 'requestedModel' | 'conversationId'>,
   env: Pick<DecideEnv, 'random'>,
 ): FallbackModel | string | undefined {

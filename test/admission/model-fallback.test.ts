@@ -10,7 +10,7 @@ import OpenAI from 'openai';
 import { createEnv } from '../../core/decide/env.ts';
 import { formatProblem } from '../../core/diagnostics/problem.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
-import { buildSnapshot } from '../../core/policy/load.ts';
+import { buildSnapshot } from '../../core/decide/load.ts';
 import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
 import { startRouter, type Router } from '../../core/serve/server.ts';
 import { builtinRegistry } from '../helpers/builtins.ts';

@@ -10,7 +10,7 @@ import { after, test } from 'node:test';
 import { KvIndex } from '../../core/fleet/kv-index.ts';
 import { KvEventFeed, kvEventSources } from '../../core/fleet/kv-subscriber.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
-import { buildSnapshot } from '../../core/policy/load.ts';
+import { buildSnapshot } from '../../core/decide/load.ts';
 import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
 import { json, OPEN_TENANTS, startTestRouter, until } from '../helpers/router.ts';
 import { builtinRegistry } from '../helpers/builtins.ts';

@@ -2,7 +2,7 @@
 // requests when every pool of it would refuse them for capacity. The target
 // must be another deployed model, and following fallbacks must never come
 // back round (decide() follows them at run time: docs/policies.md).
-import type { ModelEntry } from '../snapshot.ts';
+import type { ModelEntry } from '../compiled.ts';
 import type { PolicySource } from '../source.ts';
 import { unknown, type CompileContext } from './context.ts';
 
