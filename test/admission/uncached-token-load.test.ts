@@ -95,6 +95,7 @@ pools:
   let two = await ask(secondTurn, 'c1');
   for (let tries = 1; tries < 5 && !/prompt tokens \(KV events\)/.test(two.reason); tries++) two = await ask(secondTurn, 'c1');
   // (A try that missed its count went elsewhere and cached the turn there: wherever the match is, it is what counts.)
+  assert.match(two.reason, /prompt tokens \(KV events\)/, "precise-prefix matched the turn by its token ids");
   const [, held, prompt] = two.reason.match(/holds (\d+) of (\d+) prompt tokens \(KV events\)/)!.map(Number);
   assert.ok(held >= 64, two.reason);
   assert.equal(two.added.replica, two.replica);
