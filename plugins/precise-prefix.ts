@@ -5,9 +5,11 @@
 // conversation's first turn where its system prompt is cached and keep it
 // where its answers are, as one router would. Release valve: a replica past
 // the KV threshold, or above `bounded_load` × the mean in-flight count, is
-// skipped. When a candidate's events are missing or stale (requests were
-// routed to it and no event came for `max_event_age_ms`), it passes: the next
-// strategy in the chain (approximate prefix affinity) decides.
+// skipped. A candidate whose events are missing or stale (requests were
+// routed to it and no event came for `max_event_age_ms`) is set aside and the
+// others decide; when none of them holds the prompt, or every candidate is
+// set aside, it passes: the next strategy in the chain (approximate prefix
+// affinity) decides.
 // With the prompt's token ids (a tokenizer configured for the model) the
 // lookup is by token content, which matches a real vLLM or SGLang; without
 // them, by the router's prefix hashes, which only the simulator's engines use.
@@ -31,7 +33,7 @@ interface Config {
 
 export default {
   name: 'precise-prefix',
-  version: '1.1.0',
+  version: '1.2.0',
   sdk: '^1.1',
   description: 'Longest prefix each replica actually holds, from the engines’ KV cache events; falls back when events are stale.',
   configSchema: {
@@ -70,18 +72,30 @@ export default {
         const matches = tokenIds !== undefined ? index.longestPrefixOfTokens!(tokenIds, request.adapter) : index.longestPrefix(hashes!);
         const now = ctx.now();
         let total = 0;
+        // A replica whose events cannot be trusted now is set aside, not the
+        // whole strategy: the others' events still say where the prompt is.
+        let untrusted: string[] | undefined;
+        let setAside: Set<string> | undefined;
         for (const candidate of candidates) {
           const stale = staleness(candidate.id, matchOf(matches, candidate.id), now);
-          if (stale !== undefined) return { pass: true, reason: `${stale}: falling back` };
+          if (stale !== undefined) {
+            (untrusted ??= []).push(stale);
+            (setAside ??= new Set()).add(candidate.id);
+          }
           total += candidate.signals.inFlight;
         }
+        if (untrusted !== undefined && untrusted.length === candidates.length) return { pass: true, reason: `${untrusted[0]}: falling back` };
         const bound = config.bounded_load == null ? Infinity : Math.ceil(((total + 1) / candidates.length) * config.bounded_load);
         let best: Candidate | undefined;
         let bestBlocks = 0;
         let bestLoad = Infinity;
         const alternatives: Alternative[] = [];
         for (const candidate of candidates) {
-          const match = matchOf(matches, candidate.id)!;
+          const match = matchOf(matches, candidate.id);
+          if (match === undefined || setAside?.has(candidate.id)) {
+            alternatives.push({ replica: candidate.id, score: 0, note: 'set aside: its KV events are missing or stale' });
+            continue;
+          }
           // Tokens when known: replicas of one pool may cache in blocks of different sizes.
           const blocks = match.tokens ?? match.blocks;
           const { kvUsage, inFlight } = candidate.signals;
@@ -103,7 +117,8 @@ export default {
         }
         const bestMatch = best && matchOf(matches, best.id)!;
         if (best === undefined || bestMatch!.blocks < config.min_match_blocks) {
-          return { pass: true, reason: best === undefined ? 'every replica is past the release valve' : `no replica holds ${config.min_match_blocks}+ blocks of the prompt` };
+          const why = best === undefined ? 'every replica is past the release valve' : `no replica holds ${config.min_match_blocks}+ blocks of the prompt`;
+          return { pass: true, reason: untrusted === undefined ? why : `${why} (set aside: ${untrusted.join('; ')})` };
         }
         const reason =
           tokenIds !== undefined

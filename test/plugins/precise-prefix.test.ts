@@ -1,6 +1,7 @@
 // precise-prefix against a KV index the test states: longest held prefix
 // wins, ties go to the less loaded, the release valve skips hot replicas,
-// and stale or missing events hand the choice to the next strategy.
+// and a replica with stale or missing events is set aside (all of them: the
+// next strategy decides).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import precisePrefix from '../../plugins/precise-prefix.ts';
@@ -58,13 +59,25 @@ describe('precise-prefix', () => {
     ctx.advance(500);
     assert.equal((instance.pick(req, fleet) as ReplicaPick).replica, 'a');
     ctx.advance(1000);
+    // a is set aside; b, trusted, holds nothing: the next strategy decides.
     const stale = instance.pick(req, fleet);
     assert.ok(isPass(stale));
-    assert.match(stale.reason, /a: no KV event for 1500 ms/);
+    assert.match(stale.reason, /no replica holds .*set aside: a: no KV event for 1500 ms/);
+    // One stale replica does not silence the others: b, trusted, holds the system prompt and is picked.
+    holdings.b = { ...holdings.b, hashes: hashes.slice(0, systemBlocks) };
+    const others = instance.pick(req, fleet) as ReplicaPick;
+    assert.equal(others.replica, 'b');
+    assert.match(others.alternatives?.find((a) => a.replica === 'a')?.note ?? '', /set aside/);
+    holdings.b = { ...holdings.b, hashes: [] };
     holdings.a.lastEventAt = ctx.now();
     assert.equal((instance.pick(req, fleet) as ReplicaPick).replica, 'a');
-    // A replica that publishes nothing at all.
-    assert.match((instance.pick(req, [...fleet, candidate({ id: 'z' })]) as { reason: string }).reason, /z publishes no KV events/);
+    // A replica that publishes nothing at all is set aside; every replica set aside: a pass.
+    const withSilent = instance.pick(req, [...fleet, candidate({ id: 'z' })]) as ReplicaPick;
+    assert.equal(withSilent.replica, 'a');
+    assert.match(withSilent.alternatives?.find((a) => a.replica === 'z')?.note ?? '', /set aside/);
+    const silent = instance.pick(req, [candidate({ id: 'z' })]);
+    assert.ok(isPass(silent));
+    assert.match(silent.reason, /z publishes no KV events/);
     // A router without an index.
     const bare = precisePrefix.create(resolveConfig(precisePrefix).config, context());
     assert.ok(isPass(bare.pick(req, fleet)));
