@@ -53,14 +53,14 @@ export function decide(
   options: DecideOptions = NO_OPTIONS,
 ): Decision {
   const trace: DecisionTrace = {};
-  if ('code' in facts) return rejected(options.requestId ?? 'unknown', facts, trace, undefined, { decidedBy: 'request check', reason: facts.message });
+  if ('code' in facts) return rejected(options.requestId ?? 'unknown', facts, trace, { step: { decidedBy: 'request check', reason: facts.message } });
   const requestId = facts.requestId;
 
   // Who is asking.
   const tenant = resolveTenant(snapshot, facts.apiKeyHash);
-  if ('code' in tenant) return rejected(requestId, tenant, trace, undefined, { decidedBy: 'tenant lookup', reason: tenant.message });
+  if ('code' in tenant) return rejected(requestId, tenant, trace, { step: { decidedBy: 'tenant lookup', reason: tenant.message } });
   const level = resolvePriority(facts.priority, tenant, snapshot.settings.priorityNames);
-  if (typeof level !== 'number') return rejected(requestId, level, trace, tenant, { decidedBy: 'request check', reason: level.message });
+  if (typeof level !== 'number') return rejected(requestId, level, trace, { tenant, step: { decidedBy: 'request check', reason: level.message } });
   const priority: Priority = priorityClass(level);
   const maxTokens = facts.maxTokens ?? snapshot.settings.defaultMaxTokens;
   trace.tenant = tenant.steps[tenantStepSlot(facts.apiKeyHash !== undefined, priority === 'batch')];
@@ -89,13 +89,13 @@ export function decide(
   // 1. Which model.
   const modelStep = chooseModel(facts, ruleFacts, tenant, snapshot, env);
   trace.model = modelStep.trace;
-  if ('rejected' in modelStep) return rejected(requestId, modelStep.rejected, trace, tenant);
+  if ('rejected' in modelStep) return rejected(requestId, modelStep.rejected, trace, { tenant });
   if ('cold' in modelStep) {
     const cold = modelStep.cold.cold!;
     const r = rejection('model_cold', `The model \`${modelStep.cold.id}\` is not deployed right now; a load has been requested. Retry after ${cold.retryAfterS} s.`, {
       retryAfterS: cold.retryAfterS,
     });
-    return rejected(requestId, r, trace, tenant, undefined, { model: modelStep.cold.id }, { type: 'trigger_load', model: modelStep.cold.id, url: cold.loadHook });
+    return rejected(requestId, r, trace, { tenant, chosen: { model: modelStep.cold.id }, action: { type: 'trigger_load', model: modelStep.cold.id, url: cold.loadHook } });
   }
   let { model, version, adapter } = modelStep;
   ruleFacts.resolvedModel = model.id;
@@ -106,13 +106,16 @@ export function decide(
   // 2. Which pool.
   const poolStep = choosePool(model.id, version, ruleFacts, facts.promptTokens + (facts.maxTokens ?? 0), snapshot);
   trace.pool = poolStep.trace;
-  if ('rejected' in poolStep) return rejected(requestId, poolStep.rejected, trace, tenant, undefined, { model: model.id, version: version.version });
+  if ('rejected' in poolStep) return rejected(requestId, poolStep.rejected, trace, { tenant, chosen: { model: model.id, version: version.version } });
   let pool = poolStep.pool;
   const pinned = options.pinnedReplica;
   if (pinned && !pool.replicas.some((r) => r.id === pinned.id)) {
     // The stored response lives in another pool of this model version: it goes there.
     const home = snapshot.poolsOfVersion.get(version)?.find((p) => p.replicas.some((r) => r.id === pinned.id));
-    if (!home) return rejected(requestId, pinned.notFound, trace, tenant, { decidedBy: 'stored response', reason: `replica ${pinned.id} serves no pool of ${model.id}@${version.version}` }, { model: model.id, version: version.version });
+    if (!home) {
+      const step = { decidedBy: 'stored response', reason: `replica ${pinned.id} serves no pool of ${model.id}@${version.version}` };
+      return rejected(requestId, pinned.notFound, trace, { tenant, step, chosen: { model: model.id, version: version.version } });
+    }
     pool = home;
     trace.pool = { decidedBy: 'stored response', reason: `pool ${home.name} holds replica ${pinned.id}, which stored the previous response` };
   }
@@ -134,7 +137,7 @@ export function decide(
     pinnedHome = candidateSet.candidates.find((c) => c.id === pinned.id) ?? (options.excludeReplicas?.has(pinned.id) ? undefined : standIn(pool, pinned.id));
     if (!pinnedHome) {
       trace.replica = { decidedBy: 'stored response', reason: `replica ${pinned.id} stored the previous response and cannot take it now`, alternatives: candidateSet.excluded };
-      return rejected(requestId, pinned.notFound, trace, tenant, undefined, chosen);
+      return rejected(requestId, pinned.notFound, trace, { tenant, chosen });
     }
   } else for (let hops = 0; ; hops++) {
     candidateSet = buildCandidates(pool, fleet, now, snapshot.settings.maxStalenessMs, options.excludeReplicas);
@@ -142,7 +145,7 @@ export function decide(
     if (candidates.length === 0) {
       const r = rejection('no_healthy_replica', `No replica of pool ${pool.name} (${model.id}@${version.version}) is ready. Retry after 5 s.`, { retryAfterS: 5 });
       trace.replica = { decidedBy: 'filters', reason: 'every replica is excluded', alternatives: excluded };
-      return rejected(requestId, r, trace, tenant, undefined, chosen);
+      return rejected(requestId, r, trace, { tenant, chosen });
     }
     const full = capacityRejection(pool, candidates);
     // A retry was admitted once already: it is not shed the second time.
@@ -184,7 +187,7 @@ export function decide(
       ? { decidedBy: 'capacity', reason: full.message, alternatives: candidates.map((c) => ({ name: c.id, score: c.signals.queueDepth, note: 'queue depth' })) }
       : { decidedBy: 'shedding', reason: refused.message, facts: { priority: level, saturation: round2(verdict!.saturation), shedProbability: round2(verdict!.probability) } };
     if (notFallen) trace.admit = { ...trace.admit, facts: { ...trace.admit.facts, noFallback: notFallen } };
-    return rejected(requestId, refused, trace, tenant, undefined, chosen);
+    return rejected(requestId, refused, trace, { tenant, chosen });
   }
   const routed = new Routed(facts, snapshot.settings, chosen, tenant.id, priority, maxTokens, options.blockHashes);
   const budgetMs = options.pickBudgetMs ?? 1;
@@ -205,14 +208,14 @@ export function decide(
   const shadowOver = overQuota !== undefined && tenant.quotas.shadow;
   if (overQuota && !shadowOver) {
     trace.admit = { decidedBy: 'quota', reason: overQuota.message, facts: { tokens: cost.tokens } };
-    return rejected(requestId, overQuota, trace, tenant, undefined, chosen, undefined, chain, pool);
+    return rejected(requestId, overQuota, trace, { tenant, chosen, chain, poolRef: pool });
   }
   const modelledWaitMs = estimatedWaitMs(pool, replica, facts.promptTokens);
   const observedBaseMs = env.baseLatencyMs?.(pool.key);
   const late = deadlineRejection(modelledWaitMs, observedBaseMs, facts.deadlineMs);
   if (late) {
     trace.admit = { decidedBy: 'deadline', reason: late.message, facts: { deadlineMs: facts.deadlineMs, estimatedWaitMs: Math.round(modelledWaitMs + (observedBaseMs ?? 0)), observedBaseMs: observedBaseMs === undefined ? null : Math.round(observedBaseMs) } };
-    return rejected(requestId, late, trace, tenant, undefined, chosen, undefined, chain, pool);
+    return rejected(requestId, late, trace, { tenant, chosen, chain, poolRef: pool });
   }
   const admitFacts: Record<string, unknown> = { estimatedWaitMs: Math.round(modelledWaitMs + (observedBaseMs ?? 0)), deadlineMs: facts.deadlineMs ?? null, priority: level };
   if (observedBaseMs !== undefined) admitFacts.observedBaseMs = Math.round(observedBaseMs);
@@ -294,17 +297,23 @@ export function resolveTenant(snapshot: Generation, apiKeyHash: string | undefin
   return snapshot.anonymousTenant ?? rejection('invalid_api_key', 'An API key is required: send "Authorization: Bearer <key>".');
 }
 
-function rejected(
-  requestId: string,
-  r: Rejection,
-  trace: DecisionTrace,
-  tenant?: Tenant,
-  step?: DecisionTrace['admit'],
-  chosen?: { model: string; version?: string; adapter?: string; canary?: boolean; pool?: string; priority?: number },
-  action?: Rejected['action'],
-  chain?: Rejected['chain'],
-  poolRef?: Rejected['poolRef'],
-): Rejected {
+/** What a rejection knows of the request so far, each part named: a later step knows more. */
+interface RejectedAt {
+  readonly tenant?: Tenant;
+  /** The step that refused, when it is not already in the trace (it becomes the trace's admit step). */
+  readonly step?: DecisionTrace['admit'];
+  /** What was chosen before the refusal. */
+  readonly chosen?: { model: string; version?: string; adapter?: string; canary?: boolean; pool?: string; priority?: number };
+  readonly action?: Rejected['action'];
+  /** The strategy chain's run, when it ran: commit() counts its budgets even for a rejection. */
+  readonly chain?: Rejected['chain'];
+  readonly poolRef?: Rejected['poolRef'];
+}
+
+const NOTHING_YET: RejectedAt = Object.freeze({});
+
+function rejected(requestId: string, r: Rejection, trace: DecisionTrace, at: RejectedAt = NOTHING_YET): Rejected {
+  const { tenant, step, chosen, action, chain, poolRef } = at;
   if (step) trace.admit = step;
   return {
     admitted: false,
