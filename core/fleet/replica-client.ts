@@ -1,7 +1,7 @@
 // The HTTP side of watching one replica: GET its /metrics and /health over
 // one small keep-alive pool, each request bounded by a deadline so a hung
 // engine costs a failed check, never a stuck loop.
-import { Pool } from 'undici';
+import { Pool as ConnectionPool } from 'undici';
 import { parsePrometheusText, type ParsedMetrics, type ParseOptions } from './prometheus-text.ts';
 
 export interface ReplicaAnswer {
@@ -21,7 +21,7 @@ export const MAX_METRICS_PAGE_BYTES = 4 * 1024 * 1024;
 const PARSE_SLICE_BYTES = 64 * 1024;
 
 export class ReplicaClient {
-  private readonly pool: Pool;
+  private readonly pool: ConnectionPool;
   private readonly basePath: string;
 
   private readonly headers: Record<string, string>;
@@ -32,7 +32,7 @@ export class ReplicaClient {
     const parsed = new URL(url);
     // A replica may sit under a path prefix (http://gw/replica-a): keep it.
     this.basePath = parsed.pathname.replace(/\/+$/, '');
-    this.pool = new Pool(parsed.origin, {
+    this.pool = new ConnectionPool(parsed.origin, {
       // Two connections, so a slow metrics page never delays a health check.
       connections: 2,
       headersTimeout: timeoutMs,

@@ -123,7 +123,7 @@ class Attempt implements Dispatcher.DispatchHandler {
   private status = 0;
   private engineHeaders: IncomingHttpHeaders | undefined;
   /** The client's response has its status line: no retry from here on. */
-  private committed = false;
+  private headersSent = false;
   /** The body is SSE (text/event-stream). */
   private eventStream = false;
   /** ...and not encoded: we can end it with an error event of our own. */
@@ -164,7 +164,7 @@ class Attempt implements Dispatcher.DispatchHandler {
    * hanging): the request is retried elsewhere rather than wait out its timeout.
    */
   abandon(detail: string): void {
-    if (this.committed || this.settled) return;
+    if (this.headersSent || this.settled) return;
     this.settle({ kind: 'retryable', cause: 'timeout', detail });
     this.controller?.abort(new Error(detail));
   }
@@ -226,8 +226,8 @@ class Attempt implements Dispatcher.DispatchHandler {
   }
 
   /** Sends the status line and headers: from here on the request belongs to this replica. */
-  private commit(): void {
-    this.committed = true;
+  private sendHeaders(): void {
+    this.headersSent = true;
     this.input.onFirstByte?.();
     this.input.waiting.remove(this.input.replica, this);
     this.input.res.writeHead(this.status, responseHeaders(this.engineHeaders!, this.input.responseHeaders, this.eventStream || this.input.stream));
@@ -243,7 +243,7 @@ class Attempt implements Dispatcher.DispatchHandler {
       chunk = this.input.tap.data(chunk, this.sse);
       if (chunk.length === 0) return; // only the usage chunk the client did not ask for
     }
-    if (!this.committed) this.commit();
+    if (!this.headersSent) this.sendHeaders();
     const { res } = this.input;
     if (!res.write(chunk)) {
       c.pause();
@@ -272,7 +272,7 @@ class Attempt implements Dispatcher.DispatchHandler {
 
   onResponseEnd(): void {
     if (this.settled) return;
-    if (!this.committed) this.commit();
+    if (!this.headersSent) this.sendHeaders();
     const { res } = this.input;
     if (this.heldEvent) res.write(this.heldEvent); // the engine ended without a blank line: its bytes, as sent
     res.end();
@@ -285,7 +285,7 @@ class Attempt implements Dispatcher.DispatchHandler {
     const code = (error as { code?: string }).code ?? '';
     const cause: FailureCause = CONNECT_ERRORS.has(code) ? 'connect' : TIMEOUT_ERRORS.has(code) ? 'timeout' : 'protocol';
     const detail = `${code ? `${code}: ` : ''}${error.message}`.slice(0, MAX_DETAIL_CHARS);
-    if (!this.committed) return this.settle({ kind: 'retryable', cause, detail });
+    if (!this.headersSent) return this.settle({ kind: 'retryable', cause, detail });
     // Mid-body: the first byte is out, so no retry. End so the client knows.
     const { res } = this.input;
     if (this.sse && !this.midEvent) {

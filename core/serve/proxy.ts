@@ -37,7 +37,7 @@ import { rateLimitHeaders } from './ratelimit-headers.ts';
 import { clientTraceHeaders, NOTHING_PREPARED, OPENAI_ROUTE, type RouteShape } from './route-shapes.ts';
 
 /** Where requests get their snapshot: acquired at arrival, released when the response ends. */
-export interface PolicySource {
+export interface GenerationSource {
   current(): Generation;
   acquire(): { readonly snapshot: Generation; release(): void };
 }
@@ -55,7 +55,7 @@ export interface RouterFleet extends FleetView {
 }
 
 export interface ProxyDeps {
-  readonly policy: PolicySource;
+  readonly policy: GenerationSource;
   readonly fleet: RouterFleet;
   readonly upstreams: Upstreams;
   readonly retryBudget: RetryBudget;

@@ -25,7 +25,7 @@ import { earlyAdmission } from './early-admission.ts';
 import { writeRejection } from './rejections.ts';
 import { rejection } from '../errors.ts';
 import { modelsHandler } from './models-route.ts';
-import { proxyHandler, type PolicySource, type ProxyDeps } from './proxy.ts';
+import { proxyHandler, type GenerationSource, type ProxyDeps } from './proxy.ts';
 import { registerVllmRoutes, VLLM_ROUTE_PATHS } from './vllm-routes.ts';
 import { DIRECT_REPLICAS, type ReplicaAddresses } from './replica-addresses.ts';
 import { RetryBudget } from './retry-budget.ts';
@@ -40,7 +40,7 @@ import { registerShadowMetrics } from '../shadow/shadow-metrics.ts';
 import { registerShadowRoutes } from '../shadow/shadow-routes.ts';
 
 /** A policy source that can also reload and report (the PolicyStore). */
-export interface ServedPolicy extends PolicySource {
+export interface ServedPolicy extends GenerationSource {
   /** Called with each new snapshot after a successful reload. */
   onSwap?(listener: (snapshot: Generation) => void): void;
   /** Reload attempts (`reload`: live, unchanged, refused) and control-plane states (`control-plane`). */

@@ -3,13 +3,13 @@
 // timeouts are set per request: they differ for streams). keepAliveTimeout
 // stays under the engine's own idle timeout (uvicorn's is 5 s) so we never
 // write to a socket it closed.
-import { Pool } from 'undici';
+import { Pool as ConnectionPool } from 'undici';
 import type { UpstreamSettings } from '../decide/generation.ts';
 
 const KEEP_ALIVE_MS = 4000;
 
 interface Entry {
-  readonly pool: Pool;
+  readonly pool: ConnectionPool;
   /** The settings object it was made for: the same object (same snapshot) needs no key. */
   settings: UpstreamSettings;
   readonly settingsKey: string;
@@ -19,7 +19,7 @@ export class Upstreams {
   private readonly pools = new Map<string, Entry>();
 
   /** The pool for `url`, created on first use or when its settings changed. */
-  poolFor(url: string, settings: UpstreamSettings): Pool {
+  poolFor(url: string, settings: UpstreamSettings): ConnectionPool {
     const entry = this.pools.get(url);
     if (entry?.settings === settings) return entry.pool;
     const settingsKey = `${settings.connections}|${settings.connectTimeoutMs}`;
@@ -28,7 +28,7 @@ export class Upstreams {
       return entry.pool;
     }
     if (entry) void entry.pool.close().catch(() => {}); // in-flight requests finish first
-    const pool = new Pool(url, {
+    const pool = new ConnectionPool(url, {
       connections: settings.connections,
       pipelining: 1,
       keepAliveTimeout: KEEP_ALIVE_MS,
