@@ -10,6 +10,7 @@ import type { CheckOutcome, HealthChange } from './health.ts';
 import type { Ejection, OutlierSettings, UpstreamOutcome } from './outlier.ts';
 import { PollLoop } from './poll-loop.ts';
 import { ReplicaClient } from './replica-client.ts';
+import { ReplicaHistory } from './replica-history.ts';
 import type { FleetView, ReplicaState } from './types.ts';
 import { WatchedReplica, type ReplicaReport, type ReplicaTarget } from './watched-replica.ts';
 
@@ -77,6 +78,9 @@ export class LiveFleet implements FleetView {
   private started = false;
   /** Every change to a replica's state, for decisions to revisit only what moved (FleetView.changes). */
   readonly changes = new ChangeLog();
+  /** Each replica's recent load, sampled every five scrape intervals while started (the explorer's Fleet tab). */
+  readonly history: ReplicaHistory;
+  private historyTimer: NodeJS.Timeout | undefined;
 
   constructor(options: LiveFleetOptions) {
     this.settings = {
@@ -89,6 +93,7 @@ export class LiveFleet implements FleetView {
     };
     this.log = options.log;
     this.onEjection = options.onEjection;
+    this.history = new ReplicaHistory(5 * this.settings.scrapeIntervalMs);
     this.update(options.replicas);
   }
 
@@ -107,11 +112,13 @@ export class LiveFleet implements FleetView {
     if (this.started) return;
     this.started = true;
     for (const watch of this.watches.values()) this.startWatch(watch);
+    this.historyTimer = setInterval(() => this.history.record(this.settings.now(), this.list()), this.history.intervalMs).unref();
   }
 
   /** Stops every loop, aborts requests in flight and closes connections; start() may follow. */
   async stop(): Promise<void> {
     this.started = false;
+    clearInterval(this.historyTimer);
     await Promise.all([...this.watches.values()].map((w) => this.stopWatch(w)));
   }
 

@@ -10,6 +10,8 @@ import { rejectionHeaders } from './rejections.ts';
 
 export interface AdminHooks {
   state(): Record<string, unknown>;
+  /** Each replica's recent load and hit rate (core/fleet/replica-history.ts). */
+  history?(): Record<string, unknown>;
   /** The newest decisions first, at most `limit`. */
   decisions(limit: number): Record<string, unknown>[];
   reload(): Promise<Record<string, unknown>>;
@@ -55,6 +57,7 @@ export function registerProbeRoutes(app: FastifyInstance, hooks: Pick<AdminHooks
 export function registerAdminRoutes(app: FastifyInstance, hooks: AdminHooks, token: string | undefined): void {
   const guard = adminGuard(token);
   app.get('/admin/state', { onRequest: guard }, async () => hooks.state());
+  app.get('/admin/fleet/history', { onRequest: guard }, async () => hooks.history?.() ?? { replicas: [] });
 
   app.get<{ Querystring: Record<string, string | string[]> }>('/admin/decisions', { onRequest: guard }, async (request, reply) => {
     const query = request.query;

@@ -263,6 +263,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   let closing = false;
   const hooks: AdminHooks = {
     state: () => routerState(options.policy, fleet, coldLoads),
+    history: () => ({ ...fleet.history.json() }),
     decisions: (limit) => decisions.recent(limit),
     reload: async () => (options.policy.reload ? options.policy.reload('admin') : { result: 'unsupported', message: 'this policy source does not reload' }),
     setDraining: (id, draining) => fleet.setDraining(id, draining),

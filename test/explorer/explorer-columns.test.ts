@@ -102,8 +102,29 @@ test('the explorer shows endpoint, priority, conversation and stream of each dec
 
     await page.click('#tab-fleet');
     await page.waitForFunction(() => document.querySelectorAll('#fleet tbody tr').length === 2, { timeout: 10_000 });
-    const adapters = await page.$$eval('#fleet tbody tr', (trs) => trs.map((tr) => [(tr as HTMLTableRowElement).dataset.replica, ((tr as HTMLTableRowElement).cells[10] as HTMLElement).innerText]));
+    const adapters = await page.$$eval('#fleet tbody tr', (trs) => trs.map((tr) => [(tr as HTMLTableRowElement).dataset.replica, ((tr as HTMLTableRowElement).cells[12] as HTMLElement).innerText]));
     assert.deepEqual(adapters, [['r0', 'team-x'], ['r1', '–']], `adapters at ${width} px`);
+    // KV usage, queue and in flight as bars on every row; each replica's load and hit rate as sparklines once the router has samples.
+    await page.waitForFunction(() => document.querySelectorAll('#fleet svg[data-spark="load"]').length === 2 && document.querySelectorAll('#fleet svg[data-spark="hit"]').length === 2, { timeout: 30_000 });
+    const fleet = await page.evaluate(() => {
+      const box = document.querySelector('#panel-fleet .scroll')!.getBoundingClientRect();
+      const right = Math.min(box.right, window.innerWidth) + 1;
+      const rows = [...document.querySelectorAll('#fleet tbody tr')].map((tr) => ({
+        meters: [...tr.querySelectorAll('[data-meter]')].map((m) => (m as HTMLElement).dataset.meter),
+        kvShare: Number((tr.querySelector('[data-meter="kv"]') as HTMLElement).dataset.share),
+        kvBar: (tr.querySelector('[data-meter="kv"] .fill') as HTMLElement).getBoundingClientRect().width / (tr.querySelector('[data-meter="kv"] .track') as HTMLElement).getBoundingClientRect().width,
+        points: Number((tr.querySelector('svg[data-spark="load"]') as SVGElement).dataset.points),
+        cut: [...(tr as HTMLTableRowElement).cells].filter((td) => { const r = td.getBoundingClientRect(); return r.width < 1 || r.left < box.left - 1 || r.right > right; }).map((td) => td.dataset.label),
+      }));
+      return { rows, sideways: document.documentElement.scrollWidth > window.innerWidth + 1 };
+    });
+    for (const row of fleet.rows) {
+      assert.deepEqual(row.meters, ['kv', 'queue', 'inflight'], `bars at ${width} px`);
+      assert.ok(row.kvShare >= 0 && row.kvShare <= 1 && Math.abs(row.kvBar - row.kvShare) < 0.05, `the KV bar is as long as the usage at ${width} px: ${row.kvBar} vs ${row.kvShare}`);
+      assert.ok(row.points >= 2, `a load history at ${width} px`);
+      assert.deepEqual(row.cut, [], `no fleet column cut off at ${width} px`);
+    }
+    assert.equal(fleet.sideways, false, `no sideways scroll on the Fleet tab at ${width} px`);
 
     await page.click('#tab-policy');
     await page.waitForSelector('#policy-tenants tbody tr', { timeout: 10_000 });

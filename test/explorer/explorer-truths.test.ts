@@ -64,6 +64,8 @@ test('the explorer: a decision found by the name the client sent, UTC times, the
   await page.click('#tab-fleet');
   await page.waitForFunction(() => document.querySelectorAll('#fleet tbody tr').length === 3, { timeout: 10_000 });
   assert.match(await page.$eval('#fleet-updated', (n) => n.textContent ?? ''), /updated \d\d:\d\d:\d\dZ$/);
+  // The screenshot shows the bars and a few samples of history.
+  await page.waitForFunction(() => [...document.querySelectorAll('#fleet svg[data-spark="load"]')].filter((s) => Number((s as SVGElement).dataset.points) >= 4).length === 3, { timeout: 30_000 });
   await page.screenshot({ path: join(SHOTS, 'explorer-fleet.png'), clip: { x: 0, y: 0, width: 1400, height: 420 } });
 
   // One file broken on disk: it, and only it, is marked refused; the hash is the live one.
