@@ -25,25 +25,33 @@ const ABANDON_FLOOR_MS = 1000;
 /** Pools tracked at most (reloads rename pools; the oldest is forgotten). */
 const MAX_POOLS = 1024;
 
-/** The 95th percentile of the last SAMPLES values, recomputed lazily. */
+/** Answers between two sorts of a full window: a deadline four times the p95 needs no fresher p95, and a sort per request was a per-request cost. */
+const RESORT_EVERY = 8;
+
+/** The 95th percentile of the last SAMPLES values, recomputed lazily (while the window fills, at every answer; then every RESORT_EVERY). */
 class Recent {
   private readonly values = new Float64Array(SAMPLES);
+  private readonly sorted = new Float64Array(SAMPLES);
   private count = 0;
   private next = 0;
+  private sinceSort = 0;
   private p95: number | undefined;
 
   add(value: number): void {
     this.values[this.next] = value;
     this.next = (this.next + 1) % SAMPLES;
     if (this.count < SAMPLES) this.count++;
-    this.p95 = undefined;
+    if (this.count < SAMPLES || ++this.sinceSort >= RESORT_EVERY) this.p95 = undefined;
   }
 
   percentile95(): number | undefined {
     if (this.count < MIN_SAMPLES) return undefined;
     if (this.p95 === undefined) {
-      const sorted = Array.from(this.values.subarray(0, this.count)).sort((a, b) => a - b);
-      this.p95 = sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.95))];
+      const sorted = this.sorted.subarray(0, this.count);
+      sorted.set(this.values.subarray(0, this.count));
+      sorted.sort(); // a typed array sorts numerically, with no comparator call per pair
+      this.p95 = sorted[Math.min(this.count - 1, Math.floor(this.count * 0.95))];
+      this.sinceSort = 0;
     }
     return this.p95;
   }
