@@ -57,13 +57,24 @@ export function registerJsonParser(app: FastifyInstance, bounds: JsonBounds): vo
       return;
     }
     const text = (bytes as Buffer).toString('utf8');
-    const problem = jsonComplexity(text, bounds);
-    if (problem !== undefined) {
-      done(new BodyError(JSON_TOO_COMPLEX, 400, problem));
-      return;
-    }
-    parse(text, bytes as Buffer, done);
+    if ((bytes as Buffer).length < SLICED_BODY_BYTES) return checkAndParse(text, bytes as Buffer, bounds, done);
+    // A multi-MB body: decoding, parsing and reading it for the decision are
+    // each tens of milliseconds. Each runs in a turn of the event loop of its
+    // own, so other requests get the loop between them.
+    setImmediate(checkAndParse, text, bytes as Buffer, bounds, (error: Error | null, body?: unknown) => setImmediate(done, error, body));
   });
+}
+
+/** Bodies from this size on are decoded, parsed and routed in separate turns of the event loop. */
+export const SLICED_BODY_BYTES = 512 * 1024;
+
+function checkAndParse(text: string, bytes: Buffer, bounds: JsonBounds, done: Done): void {
+  const problem = jsonComplexity(text, bounds);
+  if (problem !== undefined) {
+    done(new BodyError(JSON_TOO_COMPLEX, 400, problem));
+    return;
+  }
+  parse(text, bytes, done);
 }
 
 function parse(text: string, bytes: Buffer, done: Done): void {

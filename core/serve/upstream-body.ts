@@ -54,11 +54,13 @@ export class UpstreamBody {
  */
 export function editedBody(body: Record<string, unknown>, edits: JsonEdits): string | Buffer {
   const raw = rawJsonOf(body);
+  const none = (edits.set ?? []).length === 0 && edits.merge === undefined;
+  if (raw !== undefined && none) return raw; // the common case: nothing to scan
   if (raw !== undefined) {
     const spliced = spliceJson(raw, body, edits);
     if (spliced !== undefined) return spliced;
   }
-  if ((edits.set ?? []).length === 0 && edits.merge === undefined) return JSON.stringify(body);
+  if (none) return JSON.stringify(body);
   const out: Record<string, unknown> = { ...body };
   for (const [key, value] of edits.set ?? []) out[key] = value;
   if (edits.merge) {
