@@ -37,11 +37,11 @@ after(async () => {
 });
 
 /** Sends `text` as the body, and returns the bytes the engine got for it. */
-async function forwarded(text: string | Buffer, options: { to?: Router; headers?: Record<string, string> } = {}): Promise<Buffer> {
+async function forwarded(text: string | Buffer, options: { to?: Router; headers?: Record<string, string>; status?: number } = {}): Promise<Buffer> {
   const before = received.length;
   const response = await fetch(`${(options.to ?? router).url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...options.headers }, body: typeof text === 'string' ? text : new Uint8Array(text) });
   const answer = await response.text();
-  assert.equal(response.status, 200, answer);
+  assert.equal(response.status, options.status ?? 200, answer);
   assert.equal(received.length, before + 1, 'the engine got one request');
   return received[before];
 }
@@ -98,4 +98,14 @@ test('bytes that are not valid UTF-8 are not passed on: the engine gets the body
   const got = await forwarded(text);
   assert.deepEqual(JSON.parse(got.toString('utf8')), { model: 'tiny', messages: [{ role: 'user', content: 'a\ufffd\ufffdb' }], max_tokens: 2 });
   assert.ok(!got.includes(Buffer.from([0xff])), 'no invalid byte reaches the engine');
+});
+
+test('a body of more than 512 KiB (parsed in turns of the event loop) goes byte for byte too; a malformed one is a 400', async () => {
+  const text = `{"model": "tiny", "messages": [{"role": "user", "content": "${'caf\u00e9 \\"au lait\\" '.repeat(40_000)}"}], "max_tokens": 2}`;
+  assert.ok(Buffer.byteLength(text) > 512 * 1024);
+  // The tiny engine's context is 1,024 tokens: it refuses the prompt (its own 400, passed on), having received it.
+  assert.equal((await forwarded(text, { status: 400 })).toString('utf8'), text);
+  const response = await fetch(`${router.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text.slice(0, -1) });
+  assert.equal(response.status, 400);
+  assert.equal(typeof ((await response.json()) as { error: { message: string } }).error.message, 'string');
 });
