@@ -14,7 +14,8 @@
 // SOAK_FAULT_EVERY_MS (default 4000), SOAK_FLOOD_EVERY_MS (default 12000;
 // 0 for no floods), SOAK_FLOOD_MS (each flood's length, default 3000),
 // SOAK_FLOODS=TEXT (only the floods whose name contains TEXT), SOAK_SEED,
-// SOAK_ROUTER_NODE_ARGS (node flags for the router, e.g. --cpu-prof).
+// SOAK_ROUTER_NODE_ARGS (node flags for the router, e.g. --cpu-prof),
+// SOAK_ROUTER_LOG (a file for the router's log; /dev/null by default).
 //
 // Every process is a child of this one: the router (its memory is what is
 // measured), and each engine (so that it can be killed for real).
@@ -54,7 +55,7 @@ async function runRouter(ports: number[]): Promise<void> {
     policy: fixedPolicy(loaded.snapshot),
     port: 0,
     admin: { port: 0 },
-    logger: routerLogger({ destination: '/dev/null' }),
+    logger: routerLogger({ destination: process.env.SOAK_ROUTER_LOG ?? '/dev/null' }),
     scrapeIntervalMs: 250,
     healthIntervalMs: 250,
   });
