@@ -16,7 +16,10 @@ import { startRouter } from '../core/serve/server.ts';
 import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
 
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
-const engineChild = fork(new URL('./targets/fixed-engine.ts', import.meta.url).pathname, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+const engineChild = fork(new URL('./targets/fixed-engine.ts', import.meta.url).pathname, [], {
+  execArgv: ['--import', 'tsx'],
+  stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+});
 const engineUrl = await new Promise<string>((resolve) => engineChild.once('message', (m) => resolve((m as { url: string }).url)));
 const files = {
   'models.yaml': 'kind: models\nmodels:\n  - id: bench-model\n    versions: [{ version: v1 }]\n',
@@ -47,7 +50,11 @@ function body(bytes: number, stream: boolean): Buffer {
 const histogram = monitorEventLoopDelay({ resolution: 1 });
 histogram.enable();
 console.log('bench:body-block — the longest event-loop block of the router during one request (ms), each size sent alone, ' + REPEATS + ' times');
-for (const [name, bytes] of [['1 MB', 1_000_000], ['8 MB', 8_000_000], [`the limit (${bodyLimit} B)`, bodyLimit - 1024]] as const) {
+for (const [name, bytes] of [
+  ['1 MB', 1_000_000],
+  ['8 MB', 8_000_000],
+  [`the limit (${bodyLimit} B)`, bodyLimit - 1024],
+] as const) {
   for (const stream of [false, true]) {
     const sent = body(bytes, stream);
     const blocks: number[] = [];
@@ -59,7 +66,9 @@ for (const [name, bytes] of [['1 MB', 1_000_000], ['8 MB', 8_000_000], [`the lim
       if (response.statusCode !== 200) throw new Error(`${name}: status ${response.statusCode}`);
       if (i > 0) blocks.push(histogram.max / 1e6); // the first one warms up
     }
-    console.log(`${name.padEnd(24)} ${stream ? 'SSE ' : 'JSON'} ${(sent.length / 1e6).toFixed(2)} MB: longest block ${blocks.map((b) => b.toFixed(0)).join(' / ')} ms`);
+    console.log(
+      `${name.padEnd(24)} ${stream ? 'SSE ' : 'JSON'} ${(sent.length / 1e6).toFixed(2)} MB: longest block ${blocks.map((b) => b.toFixed(0)).join(' / ')} ms`,
+    );
   }
 }
 await pool.close();

@@ -18,11 +18,16 @@ import { registryOf } from '../core/plugins/registry.ts';
 import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
 
 const dir = new URL('../policies/', import.meta.url);
-const files = Object.fromEntries(['models.yaml', 'pools.yaml', 'rules.yaml', 'settings.yaml', 'tenants.yaml'].map((f) => [f, readFileSync(new URL(f, dir), 'utf8')]));
+const files = Object.fromEntries(
+  ['models.yaml', 'pools.yaml', 'rules.yaml', 'settings.yaml', 'tenants.yaml'].map((f) => [f, readFileSync(new URL(f, dir), 'utf8')]),
+);
 
 function policyWith(replicas: number) {
   const general = /( {4}replicas:\n)((?: {6}- \{ id: l8-general-.*\n)+)/;
-  const lines = Array.from({ length: replicas }, (_, i) => `      - { id: l8-general-${i}, url: "http://127.0.0.1:${10000 + i}"${i === 0 ? ', adapters: [team-x-v3]' : ''} }\n`).join('');
+  const lines = Array.from(
+    { length: replicas },
+    (_, i) => `      - { id: l8-general-${i}, url: "http://127.0.0.1:${10000 + i}"${i === 0 ? ', adapters: [team-x-v3]' : ''} }\n`,
+  ).join('');
   const pools = files['pools.yaml'].replace(general, (_m, head) => head + lines);
   const result = buildSnapshot(policyInputsFromTexts({ ...files, 'pools.yaml': pools }, { registry: registryOf(BUILTIN_STRATEGIES) }), { seed: 1 });
   if (!result.snapshot) throw new Error(result.problems.map(formatProblem).join('\n'));
@@ -76,7 +81,15 @@ function run(replicas: number, live: boolean) {
   const ids = [...snapshot.replicas.keys()];
   const scrape = (id: string) => {
     const inFlight = fleet.replica(id)?.inFlight ?? Math.floor(random() * 8);
-    fleet.set(id, { health: 'ready', kvUsage: random() * 0.9, queueDepth: Math.floor(random() * 4), running: Math.floor(random() * 64), inFlight, scrapedAt: now - 500, loadedAdapters: [] });
+    fleet.set(id, {
+      health: 'ready',
+      kvUsage: random() * 0.9,
+      queueDepth: Math.floor(random() * 4),
+      running: Math.floor(random() * 64),
+      inFlight,
+      scrapedAt: now - 500,
+      loadedAdapters: [],
+    });
   };
   for (const id of ids) scrape(id);
   const adjust = (id: string, by: number) => {
@@ -127,6 +140,8 @@ run(64, true);
 for (const live of [false, true]) {
   for (const n of sizes) {
     const r = run(n, live);
-    console.log(`${(live ? 'live' : 'still').padEnd(6)} | ${String(r.general).padStart(21)} | ${String(r.replicas).padStart(14)} | ${r.p50.toFixed(1).padStart(8)} | ${r.p99.toFixed(1).padStart(8)} | ${r.mean.toFixed(1).padStart(8)} | ${(r.admitted * 100).toFixed(0)}%`);
+    console.log(
+      `${(live ? 'live' : 'still').padEnd(6)} | ${String(r.general).padStart(21)} | ${String(r.replicas).padStart(14)} | ${r.p50.toFixed(1).padStart(8)} | ${r.p99.toFixed(1).padStart(8)} | ${r.mean.toFixed(1).padStart(8)} | ${(r.admitted * 100).toFixed(0)}%`,
+    );
   }
 }

@@ -25,7 +25,9 @@ const tokenizers = [
 ];
 const pct = (estimate: number, real: number) => `${estimate >= real ? '+' : ''}${(((estimate - real) / real) * 100).toFixed(0)}%`;
 
-console.log(`| text | characters | ${tokenizers.map((t) => `${t.name} tokens`).join(' | ')} | estimate | ${tokenizers.map((t) => `error vs ${t.name}`).join(' | ')} | chars ÷ 4 vs ${tokenizers[0].name} |`);
+console.log(
+  `| text | characters | ${tokenizers.map((t) => `${t.name} tokens`).join(' | ')} | estimate | ${tokenizers.map((t) => `error vs ${t.name}`).join(' | ')} | chars ÷ 4 vs ${tokenizers[0].name} |`,
+);
 console.log(`| --- | ---: | ${tokenizers.map(() => '---:').join(' | ')} | ---: | ${tokenizers.map(() => '---:').join(' | ')} | ---: |`);
 for (const [label, file] of TEXTS) {
   const text = readFileSync(samples + file, 'utf8');

@@ -37,7 +37,13 @@ const rate = Number(values.rate);
 const documents = Number(values.documents);
 const thinks = values.think.split(',').map(Number);
 const cacheFraction = Number(values['cache-fraction']);
-for (const [name, n] of [['conversations', conversations], ['rate', rate], ['documents', documents], ['cache-fraction', cacheFraction], ...thinks.map((t) => ['think', t] as const)] as const) {
+for (const [name, n] of [
+  ['conversations', conversations],
+  ['rate', rate],
+  ['documents', documents],
+  ['cache-fraction', cacheFraction],
+  ...thinks.map((t) => ['think', t] as const),
+] as const) {
   if (!(Number.isFinite(n) && n > 0)) throw new Error(`--${name} must be a positive number, not ${n}`);
 }
 const REPLICAS = 4;
@@ -67,7 +73,14 @@ const CHAINS: { label: string; chain: StrategySpec[]; kvEvents?: boolean; always
   { label: 'approx. prefix chain', chain: affinityChain() },
 ];
 
-function run(chain: StrategySpec[], routers: number, kvEvents: boolean, profile: EngineProfile, replicas: number, thinkS: number): { result: SimResult; decidedBy: Map<string, number> } {
+function run(
+  chain: StrategySpec[],
+  routers: number,
+  kvEvents: boolean,
+  profile: EngineProfile,
+  replicas: number,
+  thinkS: number,
+): { result: SimResult; decidedBy: Map<string, number> } {
   const policy = fleetPolicy({ pools: [{ name: 'general', replicas, strategies: chain, profile: profile.name, kvEvents }] }, registryOf(BUILTIN_STRATEGIES));
   const decidedBy = new Map<string, number>();
   const result = simulate({
@@ -86,9 +99,14 @@ function run(chain: StrategySpec[], routers: number, kvEvents: boolean, profile:
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
 const shares = (decidedBy: Map<string, number>) => {
   const total = [...decidedBy.values()].reduce((a, b) => a + b, 0);
-  return [...decidedBy].sort((a, b) => b[1] - a[1]).map(([name, n]) => `${name} ${((n / total) * 100).toFixed(0)}%`).join(', ');
+  return [...decidedBy]
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, n]) => `${name} ${((n / total) * 100).toFixed(0)}%`)
+    .join(', ');
 };
-console.log(`fleet: ${REPLICAS} × llama-3.1-8b-h100 with ${replicaProfile.numGpuBlocks.toLocaleString('en-US')} KV blocks each (${((replicaProfile.numGpuBlocks * 16) / 1000).toFixed(0)}k tokens; fleet ${((REPLICAS * replicaProfile.numGpuBlocks * 16) / 1000).toFixed(0)}k)`);
+console.log(
+  `fleet: ${REPLICAS} × llama-3.1-8b-h100 with ${replicaProfile.numGpuBlocks.toLocaleString('en-US')} KV blocks each (${((replicaProfile.numGpuBlocks * 16) / 1000).toFixed(0)}k tokens; fleet ${((REPLICAS * replicaProfile.numGpuBlocks * 16) / 1000).toFixed(0)}k)`,
+);
 console.log(
   `workload: ${conversations.toLocaleString('en-US')} conversations (2–4 turns), Poisson ${rate} req/s, ${documents.toLocaleString('en-US')} documents of 2.5–3.5k tokens (Zipf 0.8, ~${((documents * 3000) / 1e6).toFixed(1)}M tokens in all), seed ${values.seed}`,
 );
@@ -100,7 +118,9 @@ for (const thinkS of thinks) {
     for (const routers of [1, 3]) {
       const { result, decidedBy } = run(chain, routers, kvEvents ?? false, replicaProfile, REPLICAS, thinkS);
       const o = result.overall;
-      console.log(` ${label.padEnd(17)} | ${String(routers).padStart(7)} | ${pct(o.prefixHitRate).padStart(8)} | ${o.ttftMs.p50.toFixed(0).padStart(6)}ms | ${o.ttftMs.p99.toFixed(0).padStart(6)}ms | ${shares(decidedBy)}`);
+      console.log(
+        ` ${label.padEnd(17)} | ${String(routers).padStart(7)} | ${pct(o.prefixHitRate).padStart(8)} | ${o.ttftMs.p50.toFixed(0).padStart(6)}ms | ${o.ttftMs.p99.toFixed(0).padStart(6)}ms | ${shares(decidedBy)}`,
+      );
     }
   }
   const oracle = run(['round-robin'], 1, false, oracleProfile, 1, thinkS).result.overall;

@@ -65,7 +65,11 @@ const full = await longestStall(async () => {
   await publisher.send(1, 100, 'full');
   await until(() => index.blockCount('e') === 65_536, 120_000);
 });
-rows.push([`a batch at the bounds (65,536 blocks, applied in ${(performance.now() - started).toFixed(0)} ms)`, `${full.toFixed(1)} ms`, `${mib(process.memoryUsage().rss)} MiB`]);
+rows.push([
+  `a batch at the bounds (65,536 blocks, applied in ${(performance.now() - started).toFixed(0)} ms)`,
+  `${full.toFixed(1)} ms`,
+  `${mib(process.memoryUsage().rss)} MiB`,
+]);
 
 // Lookups: the full batch's tokens are (16j + i) % 150,000; a prompt of its first 4,096 tokens matches 256 blocks.
 const prompt = Uint32Array.from({ length: 4096 }, (_, i) => i % 150_000);
@@ -77,7 +81,11 @@ for (let round = 0; round < 2000; round++) {
 }
 times.sort((a, b) => a - b);
 const matched = index.longestPrefixOfTokens(prompt)[0].blocks;
-rows.push([`lookup of a 4k-token prompt (${matched} blocks held), p50 / p99`, `${(times[1000] * 1000).toFixed(0)} / ${(times[1980] * 1000).toFixed(0)} µs`, '']);
+rows.push([
+  `lookup of a 4k-token prompt (${matched} blocks held), p50 / p99`,
+  `${(times[1000] * 1000).toFixed(0)} / ${(times[1980] * 1000).toFixed(0)} µs`,
+  '',
+]);
 
 feed.close();
 await publisher.close();

@@ -26,7 +26,7 @@ writeFileSync(
 function measure(definition: StrategyDefinition, size: number, gapMicros: number): { p50: number; p99: number; skipped: number } {
   const ctx = context();
   const instance = definition.create({ per_request_kv: 0.01, max_kv: 1 }, ctx);
-  const candidates = fleet(size, (i) => ({ kvUsage: (i * 37) % 100 / 100, inFlight: i % 5 }));
+  const candidates = fleet(size, (i) => ({ kvUsage: ((i * 37) % 100) / 100, inFlight: i % 5 }));
   const requests = Array.from({ length: 64 }, (_, i) => request({ id: `bench-${i}`, conversationId: `c${i % 8}` }));
   const times: number[] = [];
   let skipped = 0;
@@ -76,7 +76,16 @@ for (const file of ['first.mjs', 'least-kv.ts']) {
       const base = measure(variants[0][1], size, gap);
       for (const [label, definition] of variants) {
         const m = label === 'inline' ? base : measure(definition, size, gap);
-        rows.push([file.replace(/\..*/, ''), String(size), gap ? `${gap} µs` : 'none', label, m.p50.toFixed(1), m.p99.toFixed(1), (m.p50 / base.p50).toFixed(1), String(m.skipped)]);
+        rows.push([
+          file.replace(/\..*/, ''),
+          String(size),
+          gap ? `${gap} µs` : 'none',
+          label,
+          m.p50.toFixed(1),
+          m.p99.toFixed(1),
+          (m.p50 / base.p50).toFixed(1),
+          String(m.skipped),
+        ]);
       }
     }
   }

@@ -21,7 +21,10 @@ if (!gc) {
 }
 const RELOADS = Number(process.argv[2] ?? 200);
 const work = mkdtempSync(join(tmpdir(), 'switchyard-bench-'));
-const example = readFileSync(new URL('../examples/plugins/least-kv.ts', import.meta.url), 'utf8').replace("from '../../sdk/index.ts'", "from '@switchyard/sdk'");
+const example = readFileSync(new URL('../examples/plugins/least-kv.ts', import.meta.url), 'utf8').replace(
+  "from '../../sdk/index.ts'",
+  "from '@switchyard/sdk'",
+);
 // A large plugin: a 200 KB lookup table in the module (docs/plugins.md, "Memory per reload").
 const large = `${example}\nexport const TABLE = ${JSON.stringify(Array.from({ length: 20_000 }, (_, i) => `k${i}`))};\n`;
 
@@ -60,7 +63,13 @@ async function changedPluginReloads(label: string, source: string): Promise<void
   for (let i = 0; i < RELOADS; i++) await loader.loadFile(path);
   const unchangedMs = (performance.now() - unchangedStarted) / RELOADS;
   const settled = memory();
-  rows.push([`${label}, unchanged (hash check only)`, kb(Buffer.byteLength(source)), `${unchangedMs.toFixed(3)} ms`, kb((settled.heap - after.heap) / RELOADS), kb((settled.rss - after.rss) / RELOADS)]);
+  rows.push([
+    `${label}, unchanged (hash check only)`,
+    kb(Buffer.byteLength(source)),
+    `${unchangedMs.toFixed(3)} ms`,
+    kb((settled.heap - after.heap) / RELOADS),
+    kb((settled.rss - after.rss) / RELOADS),
+  ]);
 }
 
 async function dataUrlReloads(label: string, source: string): Promise<void> {
@@ -83,7 +92,13 @@ async function dataUrlReloads(label: string, source: string): Promise<void> {
   for (let i = 0; i < RELOADS; i++) await import(`data:text/javascript,${encodeURIComponent(await compile(`${source}\nexport const EDIT = ${i};\n`))}`);
   const ms = (performance.now() - started) / RELOADS;
   const after = memory();
-  rows.push([`${label}, changed each time (data: URL)`, kb(Buffer.byteLength(source)), `${ms.toFixed(1)} ms`, kb((after.heap - before.heap) / RELOADS), kb((after.rss - before.rss) / RELOADS)]);
+  rows.push([
+    `${label}, changed each time (data: URL)`,
+    kb(Buffer.byteLength(source)),
+    `${ms.toFixed(1)} ms`,
+    kb((after.heap - before.heap) / RELOADS),
+    kb((after.rss - before.rss) / RELOADS),
+  ]);
 }
 
 async function storeReloads(): Promise<void> {
@@ -99,7 +114,11 @@ async function storeReloads(): Promise<void> {
   for (let i = 0; i < RELOADS; i++) {
     const pluginTurn = i % 2 === 1;
     if (pluginTurn) writeFileSync(join(dir, 'plugins', 'least-kv.ts'), `${example}\nexport const EDIT = ${i};\n`);
-    else writeFileSync(join(dir, 'pools.yaml'), pools.replace('strategies: [least-load]', i % 4 === 0 ? 'strategies: [least-kv]' : 'strategies: [least-load, least-kv]'));
+    else
+      writeFileSync(
+        join(dir, 'pools.yaml'),
+        pools.replace('strategies: [least-load]', i % 4 === 0 ? 'strategies: [least-kv]' : 'strategies: [least-load, least-kv]'),
+      );
     const outcome = await store.reload('bench');
     if (outcome.result !== 'live') throw new Error(`${i}: ${outcome.result} ${outcome.errors.join('\n')}`);
     (pluginTurn ? timings.plugin : timings.policy).push(outcome.durationMs);
@@ -109,8 +128,11 @@ async function storeReloads(): Promise<void> {
   await store.close();
   const pct = (list: number[], p: number) => [...list].sort((a, b) => a - b)[Math.min(list.length - 1, Math.ceil((p / 100) * list.length) - 1)];
   console.log(`\nPolicyStore.reload() on the example policy (5 files, 11 pools) plus one plugin, ${RELOADS} swaps:`);
-  for (const [name, list] of Object.entries(timings)) console.log(`  ${name.padEnd(10)} p50 ${pct(list, 50).toFixed(1)} ms   p99 ${pct(list, 99).toFixed(1)} ms`);
-  console.log(`  memory kept per swap (half of them new plugin modules): heap ${kb((after.heap - before.heap) / RELOADS)}, RSS ${kb((after.rss - before.rss) / RELOADS)}`);
+  for (const [name, list] of Object.entries(timings))
+    console.log(`  ${name.padEnd(10)} p50 ${pct(list, 50).toFixed(1)} ms   p99 ${pct(list, 99).toFixed(1)} ms`);
+  console.log(
+    `  memory kept per swap (half of them new plugin modules): heap ${kb((after.heap - before.heap) / RELOADS)}, RSS ${kb((after.rss - before.rss) / RELOADS)}`,
+  );
 }
 
 console.log(`node ${process.version}, ${RELOADS} reloads each\n`);

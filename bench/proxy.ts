@@ -75,7 +75,12 @@ async function load(target: Target, stream: boolean): Promise<{ latencies: numbe
     const sent = performance.now();
     inFlight.push(
       pool
-        .request({ path: '/v1/chat/completions', method: 'POST', headers: { 'content-type': 'application/json', 'x-conversation-id': `c-${i % 50}` }, body: body(stream, i) })
+        .request({
+          path: '/v1/chat/completions',
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-conversation-id': `c-${i % 50}` },
+          body: body(stream, i),
+        })
         .then(async (response) => {
           await response.body.text();
           if (response.statusCode !== 200) errors++;
@@ -99,7 +104,12 @@ async function saturate(target: Target, total: number, concurrency: number): Pro
   const worker = async () => {
     while (next < total) {
       const i = next++;
-      const response = await pool.request({ path: '/v1/chat/completions', method: 'POST', headers: { 'content-type': 'application/json', 'x-conversation-id': `c-${i % 50}` }, body: body(false, i) });
+      const response = await pool.request({
+        path: '/v1/chat/completions',
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-conversation-id': `c-${i % 50}` },
+        body: body(false, i),
+      });
       await response.body.text();
       if (response.statusCode !== 200) errors++;
     }
@@ -130,9 +140,10 @@ let explorerEvents = 0;
 if (process.env.BENCH_EXPLORER && router.adminUrl) {
   const stream = await fetch(`${router.adminUrl}/admin/decisions/stream`);
   void (async () => {
-    for await (const chunk of stream.body as unknown as AsyncIterable<Uint8Array>) explorerEvents += Buffer.from(chunk).toString().split('event: decision').length - 1;
+    for await (const chunk of stream.body as unknown as AsyncIterable<Uint8Array>)
+      explorerEvents += Buffer.from(chunk).toString().split('event: decision').length - 1;
   })().catch(() => {});
-  console.log('an explorer client is subscribed to the router\'s decision stream');
+  console.log("an explorer client is subscribed to the router's decision stream");
 }
 const targets: Target[] = [
   { name: 'engine (direct)', url: engine.url },
@@ -142,13 +153,15 @@ const targets: Target[] = [
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 console.log(`bench:proxy — ${RATE} req/s for ${SECONDS} s per run, ${ROUNDS} interleaved rounds, one emulated engine, 16 output tokens`);
-console.log('CPU µs per request is each server process\'s own CPU time (user+system) over the requests of a run; the table gives the median run.');
+console.log("CPU µs per request is each server process's own CPU time (user+system) over the requests of a run; the table gives the median run.");
 // BENCH_ONLY=saturation skips the fixed-rate runs.
 for (const stream of parts.has('rate') ? [false, true] : []) {
   // Warm up every path (JIT, connections), then measure in interleaved rounds:
   // this machine is shared and noisy, and alternating spreads the noise evenly.
   for (const target of targets) await load(target, stream).catch(() => undefined);
-  const runs = new Map<string, { cpu: number[]; user: number[]; latencies: number[]; errors: number }>(targets.map((t) => [t.name, { cpu: [], user: [], latencies: [], errors: 0 }]));
+  const runs = new Map<string, { cpu: number[]; user: number[]; latencies: number[]; errors: number }>(
+    targets.map((t) => [t.name, { cpu: [], user: [], latencies: [], errors: 0 }]),
+  );
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 ? [...targets].reverse() : targets;
     for (const target of order) {
@@ -168,7 +181,15 @@ for (const stream of parts.has('rate') ? [false, true] : []) {
   const rows = targets.map((target) => {
     const run = runs.get(target.name)!;
     const latencies = run.latencies.sort((a, b) => a - b);
-    return { name: target.name, cpu: run.cpu.length ? median(run.cpu) : undefined, user: run.user.length ? median(run.user) : undefined, all: run.cpu, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99), errors: run.errors };
+    return {
+      name: target.name,
+      cpu: run.cpu.length ? median(run.cpu) : undefined,
+      user: run.user.length ? median(run.user) : undefined,
+      all: run.cpu,
+      p50: pct(latencies, 0.5),
+      p99: pct(latencies, 0.99),
+      errors: run.errors,
+    };
   });
   const direct = rows[0];
   console.log(`\n${stream ? 'streaming (SSE)' : 'non-streaming'}`);
@@ -185,9 +206,13 @@ for (const stream of parts.has('rate') ? [false, true] : []) {
 // BENCH_BASELINE=DIR adds the router of another checkout (e.g. `git worktree add
 // /tmp/base main`, with its node_modules) to the same interleaved rounds: what a
 // change costs, measured in one run.
-const baseline = process.env.BENCH_BASELINE ? { name: 'baseline router', ...(await start(`${process.env.BENCH_BASELINE}/bench/targets/router.ts`, [engine.url])) } : undefined;
+const baseline = process.env.BENCH_BASELINE
+  ? { name: 'baseline router', ...(await start(`${process.env.BENCH_BASELINE}/bench/targets/router.ts`, [engine.url])) }
+  : undefined;
 // BENCH_TRACING=1 adds the router with OpenTelemetry tracing on (every request sampled).
-const traced = process.env.BENCH_TRACING ? { name: 'traced router', ...(await start(new URL('./targets/router.ts', import.meta.url).pathname, [engine.url, '--tracing'])) } : undefined;
+const traced = process.env.BENCH_TRACING
+  ? { name: 'traced router', ...(await start(new URL('./targets/router.ts', import.meta.url).pathname, [engine.url, '--tracing'])) }
+  : undefined;
 if (parts.has('saturation')) {
   const SATURATION_REQUESTS = Number(process.env.BENCH_SATURATION_REQUESTS ?? 6000);
   const proxies: Target[] = [targets[1], targets[2], ...(baseline ? [baseline] : []), ...(traced ? [traced] : [])];
@@ -210,9 +235,17 @@ if (parts.has('saturation')) {
   const bareCpu = median(cpu[targets[1].name]);
   const routerCpu = median(cpu[targets[2].name]);
   console.log(`\nat saturation (non-streaming, 32 concurrent clients, ${SATURATION_REQUESTS} requests a run, median of ${ROUNDS})`);
-  console.log(`bare pass-through ${runs(targets[1])}, switchyard ${runs(targets[2])}: ${(routerCpu / bareCpu).toFixed(2)}× (goal ≤ 1.3×); round by round ${paired(targets[2], targets[1])}×`);
-  if (traced) console.log(`traced router ${runs(traced)}: tracing on costs ${(median(cpu[traced.name]) - routerCpu).toFixed(0)} µs a request (${(median(cpu[traced.name]) / routerCpu).toFixed(2)}× the router without tracing)`);
-  if (baseline) console.log(`baseline router ${runs(baseline)}: ${(median(cpu[baseline.name]) / bareCpu).toFixed(2)}× the bare pass-through; switchyard is ${(routerCpu / median(cpu[baseline.name])).toFixed(2)}× the baseline (round by round ${paired(targets[2], baseline)}×)`);
+  console.log(
+    `bare pass-through ${runs(targets[1])}, switchyard ${runs(targets[2])}: ${(routerCpu / bareCpu).toFixed(2)}× (goal ≤ 1.3×); round by round ${paired(targets[2], targets[1])}×`,
+  );
+  if (traced)
+    console.log(
+      `traced router ${runs(traced)}: tracing on costs ${(median(cpu[traced.name]) - routerCpu).toFixed(0)} µs a request (${(median(cpu[traced.name]) / routerCpu).toFixed(2)}× the router without tracing)`,
+    );
+  if (baseline)
+    console.log(
+      `baseline router ${runs(baseline)}: ${(median(cpu[baseline.name]) / bareCpu).toFixed(2)}× the bare pass-through; switchyard is ${(routerCpu / median(cpu[baseline.name])).toFixed(2)}× the baseline (round by round ${paired(targets[2], baseline)}×)`,
+    );
 }
 
 if (process.env.BENCH_EXPLORER) console.log(`the explorer client received ${explorerEvents} decisions`);
@@ -222,7 +255,28 @@ process.exit(0);
 
 /** Prompt text of about `chars` characters: words, punctuation, a few accents, quotes and newlines (escapes in JSON). */
 function promptText(chars: number, seed: number): string {
-  const words = ['the', 'router', 'replica', 'cache', 'token', 'prefix', 'policy', 'engine', 'stream', 'request', 'model', 'pool', 'café', 'naïve', '"quoted"', 'line\n', 'a', 'of', 'to', 'and'];
+  const words = [
+    'the',
+    'router',
+    'replica',
+    'cache',
+    'token',
+    'prefix',
+    'policy',
+    'engine',
+    'stream',
+    'request',
+    'model',
+    'pool',
+    'café',
+    'naïve',
+    '"quoted"',
+    'line\n',
+    'a',
+    'of',
+    'to',
+    'and',
+  ];
   let x = seed * 2654435761 || 1;
   const out: string[] = [];
   let length = 0;
@@ -251,11 +305,20 @@ async function sizes(): Promise<void> {
   const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
   const concurrency = 8;
   const engine = await start(`${here}targets/fixed-engine.ts`, []);
-  const proxies: Target[] = [{ name: 'bare pass-through', ...(await start(`${here}targets/bare-proxy.ts`, [engine.url])) }, { name: 'switchyard', ...(await start(`${here}targets/router.ts`, [engine.url])) }];
-  if (process.env.BENCH_BASELINE) proxies.push({ name: 'baseline router', ...(await start(`${process.env.BENCH_BASELINE}/bench/targets/router.ts`, [engine.url])) });
-  console.log(`bench:proxy sizes — closed loop, ${concurrency} clients, ${rounds} interleaved rounds after a warm-up run; a fake engine answering 16 tokens at once`);
-  console.log('CPU µs/req: each proxy process\'s own CPU time (user+system) over a run; ratio: the router\'s over the pass-through\'s, round by round, median');
-  console.log('size  mode | bare CPU µs/req | switchyard CPU µs/req | ratio | bare p50/p99 ms | switchyard p50/p99 ms' + (proxies[2] ? ' | baseline CPU µs/req | ratio' : ''));
+  const proxies: Target[] = [
+    { name: 'bare pass-through', ...(await start(`${here}targets/bare-proxy.ts`, [engine.url])) },
+    { name: 'switchyard', ...(await start(`${here}targets/router.ts`, [engine.url])) },
+  ];
+  if (process.env.BENCH_BASELINE)
+    proxies.push({ name: 'baseline router', ...(await start(`${process.env.BENCH_BASELINE}/bench/targets/router.ts`, [engine.url])) });
+  console.log(
+    `bench:proxy sizes — closed loop, ${concurrency} clients, ${rounds} interleaved rounds after a warm-up run; a fake engine answering 16 tokens at once`,
+  );
+  console.log("CPU µs/req: each proxy process's own CPU time (user+system) over a run; ratio: the router's over the pass-through's, round by round, median");
+  console.log(
+    'size  mode | bare CPU µs/req | switchyard CPU µs/req | ratio | bare p50/p99 ms | switchyard p50/p99 ms' +
+      (proxies[2] ? ' | baseline CPU µs/req | ratio' : ''),
+  );
   for (const size of chosen) {
     const { chars, requests: baseRequests } = SIZES[size];
     const requests = Math.max(20, Math.round(baseRequests * scale));
@@ -285,7 +348,12 @@ async function sizes(): Promise<void> {
             while (next < requests) {
               const i = next++;
               const sent = performance.now();
-              const response = await pool.request({ path: '/v1/chat/completions', method: 'POST', headers: { 'content-type': 'application/json', 'x-conversation-id': `c-${i % 50}` }, body: bodies[i % bodies.length] });
+              const response = await pool.request({
+                path: '/v1/chat/completions',
+                method: 'POST',
+                headers: { 'content-type': 'application/json', 'x-conversation-id': `c-${i % 50}` },
+                body: bodies[i % bodies.length],
+              });
               await response.body.text();
               if (response.statusCode !== 200) errors++;
               latencies.push(performance.now() - sent);
@@ -295,7 +363,10 @@ async function sizes(): Promise<void> {
         const after = await cpuOf(target.child!);
         await pool.close();
         if (errors) console.log(`${target.name}: ${errors} of ${requests} requests failed at ${size} ${stream ? 'SSE' : 'JSON'}`);
-        return { cpu: (after.userMicros - before.userMicros + after.systemMicros - before.systemMicros) / requests, latencies: latencies.sort((a, b) => a - b) };
+        return {
+          cpu: (after.userMicros - before.userMicros + after.systemMicros - before.systemMicros) / requests,
+          latencies: latencies.sort((a, b) => a - b),
+        };
       };
       for (const target of proxies) await run(target);
       const cpu = new Map<string, number[]>(proxies.map((t) => [t.name, []]));
@@ -313,10 +384,16 @@ async function sizes(): Promise<void> {
         const sorted = latencies.get(t.name)!.sort((a, b) => a - b);
         return `${pct(sorted, 0.5).toFixed(2)} / ${pct(sorted, 0.99).toFixed(2)}`;
       };
-      const runs = (t: Target) => `${median(cpu.get(t.name)!).toFixed(0)} (${cpu.get(t.name)!.map((c) => c.toFixed(0)).join(' ')})`;
+      const runs = (t: Target) =>
+        `${median(cpu.get(t.name)!).toFixed(0)} (${cpu
+          .get(t.name)!
+          .map((c) => c.toFixed(0))
+          .join(' ')})`;
       console.log(
         `${size.padEnd(5)} ${stream ? 'SSE ' : 'JSON'} | ${runs(bare).padStart(15)} | ${runs(router).padStart(21)} | ${ratio(router, bare).toFixed(2).padStart(4)}× | ${lat(bare).padStart(15)} | ${lat(router).padStart(21)}` +
-          (baseline ? ` | ${runs(baseline).padStart(19)} | ${ratio(baseline, bare).toFixed(2)}× (switchyard/baseline ${ratio(router, baseline).toFixed(2)}×)` : ''),
+          (baseline
+            ? ` | ${runs(baseline).padStart(19)} | ${ratio(baseline, bare).toFixed(2)}× (switchyard/baseline ${ratio(router, baseline).toFixed(2)}×)`
+            : ''),
       );
     }
   }

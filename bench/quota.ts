@@ -59,7 +59,15 @@ const redisStores = async (leaseFraction: number) =>
     [0, 1, 2].map(() =>
       RedisQuotaStore.open(
         // A generous timeout: this measures Redis, not the fail-open path.
-        { url: redis.url, keyPrefix: `bench${leaseFraction}:`, timeoutMs: 1000, onUnavailable: 'fail_open', expectedRouters: 3, leaseFraction, leaseIdleMs: 2000 },
+        {
+          url: redis.url,
+          keyPrefix: `bench${leaseFraction}:`,
+          timeoutMs: 1000,
+          onUnavailable: 'fail_open',
+          expectedRouters: 3,
+          leaseFraction,
+          leaseIdleMs: 2000,
+        },
         quiet,
       ),
     ),
@@ -126,7 +134,12 @@ async function load(url: string, child: ChildProcess): Promise<{ latencies: numb
     const sent = performance.now();
     inFlight.push(
       pool
-        .request({ path: '/v1/chat/completions', method: 'POST', headers: { 'content-type': 'application/json', 'x-conversation-id': `c-${i % 50}` }, body: body(i) })
+        .request({
+          path: '/v1/chat/completions',
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-conversation-id': `c-${i % 50}` },
+          body: body(i),
+        })
         .then(async (response) => {
           await response.body.text();
           if (response.statusCode === 200) latencies.push(performance.now() - sent);

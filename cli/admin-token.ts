@@ -14,13 +14,18 @@ export function readAdminToken(env: NodeJS.ProcessEnv): string | undefined {
   const inline = env.SWITCHYARD_ADMIN_TOKEN || undefined;
   const file = env.SWITCHYARD_ADMIN_TOKEN_FILE || undefined;
   if (inline !== undefined && file !== undefined) {
-    throw new AdminTokenError('SWITCHYARD_ADMIN_TOKEN and SWITCHYARD_ADMIN_TOKEN_FILE are both set; unset one (the file keeps the token out of the environment)');
+    throw new AdminTokenError(
+      'SWITCHYARD_ADMIN_TOKEN and SWITCHYARD_ADMIN_TOKEN_FILE are both set; unset one (the file keeps the token out of the environment)',
+    );
   }
   if (file === undefined) return inline;
   let text: string;
   try {
     const size = statSync(file).size;
-    if (size > MAX_TOKEN_FILE_BYTES) throw new AdminTokenError(`SWITCHYARD_ADMIN_TOKEN_FILE ${file} is ${size} bytes; a token file holds one line (at most ${MAX_TOKEN_FILE_BYTES} bytes): check the path`);
+    if (size > MAX_TOKEN_FILE_BYTES)
+      throw new AdminTokenError(
+        `SWITCHYARD_ADMIN_TOKEN_FILE ${file} is ${size} bytes; a token file holds one line (at most ${MAX_TOKEN_FILE_BYTES} bytes): check the path`,
+      );
     text = readFileSync(file, 'utf8');
   } catch (error) {
     if (error instanceof AdminTokenError) throw error;

@@ -24,7 +24,10 @@ export function readDataFile(path: string, what: string): unknown {
       const at = Number(/at position (\d+)/.exec(message)?.[1] ?? parseDocument(text, { prettyErrors: false }).errors[0]?.pos[0] ?? text.length);
       const before = text.slice(0, at).split('\n');
       // Without V8's quote of the text around it (the location says where) or its position.
-      const said = message.split('\n')[0].replace(/( in JSON)? at position \d+.*$/, '').replace(/, (\.\.\.)?".*$/, '');
+      const said = message
+        .split('\n')[0]
+        .replace(/( in JSON)? at position \d+.*$/, '')
+        .replace(/, (\.\.\.)?".*$/, '');
       throw new Error(`${name}:${before.length}:${before[before.length - 1].length + 1}: JSON: ${said} (${what})`);
     }
   }

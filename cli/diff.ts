@@ -38,7 +38,11 @@ export async function loadSnapshot(dir: string, command: string): Promise<Genera
   const inputs = await readPolicyInputs(dir, { loader: new PluginLoader({ builtins: BUILTIN_STRATEGIES }) });
   const built = inputs.problems.length ? undefined : buildSnapshot(inputs, { seed: 1 });
   const problems = inputs.problems.length ? inputs.problems : built?.snapshot ? [] : built!.problems;
-  if (problems.length) throw new PolicyError([...problems, { file: dir, line: 1, col: 1, message: `${command}: the policies in ${dir} are invalid; run 'switchyard validate ${dir}'` }]);
+  if (problems.length)
+    throw new PolicyError([
+      ...problems,
+      { file: dir, line: 1, col: 1, message: `${command}: the policies in ${dir} are invalid; run 'switchyard validate ${dir}'` },
+    ]);
   return built!.snapshot!;
 }
 
@@ -95,16 +99,37 @@ export async function runDiff(argv: string[]): Promise<number> {
           const key = `${d.step}\0${d.live}\0${d.shadow}`;
           if (pairs.has(key) || pairs.size < 1000) pairs.set(key, (pairs.get(key) ?? 0) + 1);
         }
-        if (shown.length < examples) shown.push({ requestId: record.facts.requestId, differences, text: describePair(sides[0], sides[1], differences).replace(/^live:/, 'A:').replace('; shadow:', '; B:') });
+        if (shown.length < examples)
+          shown.push({
+            requestId: record.facts.requestId,
+            differences,
+            text: describePair(sides[0], sides[1], differences)
+              .replace(/^live:/, 'A:')
+              .replace('; shadow:', '; B:'),
+          });
       }
     } finally {
       reader.close();
     }
-    const top = [...pairs.entries()].sort((x, y) => y[1] - x[1]).slice(0, 20).map(([key, n]) => {
-      const [step, inA, inB] = key.split('\0');
-      return { step, a: inA, b: inB, count: n };
-    });
-    const result = { replay: reader.file, policies: { a: dirs[0], b: dirs[1] }, requests, differing, byStep, top, examples: shown, a: tallies[0], b: tallies[1], spanMs: first === undefined ? 0 : last - first };
+    const top = [...pairs.entries()]
+      .sort((x, y) => y[1] - x[1])
+      .slice(0, 20)
+      .map(([key, n]) => {
+        const [step, inA, inB] = key.split('\0');
+        return { step, a: inA, b: inB, count: n };
+      });
+    const result = {
+      replay: reader.file,
+      policies: { a: dirs[0], b: dirs[1] },
+      requests,
+      differing,
+      byStep,
+      top,
+      examples: shown,
+      a: tallies[0],
+      b: tallies[1],
+      spanMs: first === undefined ? 0 : last - first,
+    };
     if (values.json) {
       console.log(JSON.stringify(result, null, 2));
       return 0;
@@ -131,17 +156,32 @@ function count(tally: Tally, side: DecisionSide, recorded: DecisionSide | undefi
   if (sameAsRecorded(recorded, side)) tally.matchesRecorded++;
 }
 
-function formatDiff(r: { replay: string; policies: { a: string; b: string }; requests: number; differing: number; byStep: Record<ShadowStep, number>; top: { step: string; a: string; b: string; count: number }[]; examples: { requestId: string; text: string }[]; a: Tally; b: Tally; spanMs: number }): string {
+function formatDiff(r: {
+  replay: string;
+  policies: { a: string; b: string };
+  requests: number;
+  differing: number;
+  byStep: Record<ShadowStep, number>;
+  top: { step: string; a: string; b: string; count: number }[];
+  examples: { requestId: string; text: string }[];
+  a: Tally;
+  b: Tally;
+  spanMs: number;
+}): string {
   const pct = (n: number) => (r.requests ? `${((n / r.requests) * 100).toFixed(1)}%` : '-');
   const lines = [`${r.replay}: ${r.requests} requests over ${(r.spanMs / 1000).toFixed(1)} s; A = ${r.policies.a}, B = ${r.policies.b}`, ''];
   const rows: [string, number, number][] = [['admitted', r.a.admitted, r.b.admitted]];
-  for (const code of new Set([...Object.keys(r.a.rejected), ...Object.keys(r.b.rejected)])) rows.push([`rejected ${code}`, r.a.rejected[code] ?? 0, r.b.rejected[code] ?? 0]);
+  for (const code of new Set([...Object.keys(r.a.rejected), ...Object.keys(r.b.rejected)]))
+    rows.push([`rejected ${code}`, r.a.rejected[code] ?? 0, r.b.rejected[code] ?? 0]);
   for (const pool of new Set([...Object.keys(r.a.pools), ...Object.keys(r.b.pools)])) rows.push([`pool ${pool}`, r.a.pools[pool] ?? 0, r.b.pools[pool] ?? 0]);
   rows.push(['as recorded (model, pool, admission)', r.a.matchesRecorded, r.b.matchesRecorded]);
   const width = Math.max(...rows.map(([label]) => label.length)) + 2;
   lines.push(`${''.padEnd(width)}${'A'.padStart(10)}${'B'.padStart(10)}`);
   for (const [label, x, y] of rows) lines.push(`${label.padEnd(width)}${String(x).padStart(10)}${String(y).padStart(10)}`);
-  lines.push('', `B decides differently from A on ${r.differing} of ${r.requests} requests (${pct(r.differing)}): ${SHADOW_STEPS.map((s) => `${s} ${r.byStep[s]}`).join(', ')}`);
+  lines.push(
+    '',
+    `B decides differently from A on ${r.differing} of ${r.requests} requests (${pct(r.differing)}): ${SHADOW_STEPS.map((s) => `${s} ${r.byStep[s]}`).join(', ')}`,
+  );
   if (r.top.length) {
     lines.push('', 'by step, what decided it in A → in B:');
     for (const t of r.top) lines.push(`  ${String(t.count).padStart(7)}  ${t.step}: ${t.a} → ${t.b}`);

@@ -35,7 +35,8 @@ export async function runExperiment(argv: string[]): Promise<number> {
   const name = positionals[0];
   const chosen = name === 'all' ? EXPERIMENTS : [experimentNamed(name)];
   if (!chosen[0]) throw new UsageError(`unknown experiment "${name}"; known: ${EXPERIMENTS.map((e) => e.name).join(', ')}, all`);
-  if (name !== 'all' && chosen[0].name !== name) console.error(`experiment "${name}" is now called "${chosen[0].name}"; the old name will go in a later release`);
+  if (name !== 'all' && chosen[0].name !== name)
+    console.error(`experiment "${name}" is now called "${chosen[0].name}"; the old name will go in a later release`);
   const seed = Number(values.seed);
   if (!Number.isInteger(seed)) throw new UsageError(`--seed must be an integer, not "${values.seed}"`);
   const scale = Number(values.scale);
@@ -66,7 +67,12 @@ export async function runExperiment(argv: string[]): Promise<number> {
     const used = process.cpuUsage(started);
     const context = `switchyard experiment ${experiment.name} --seed ${seed}${scale !== 1 ? ` --scale ${scale}` : ''}; ${((used.user + used.system) / 1e6).toFixed(0)} s CPU on ${process.platform}/${process.arch}, Node ${process.versions.node}`;
     const files = await writeReport(experiment, report, values.out!, context);
-    console.log(`\n${report.summary.split('\n').filter((l) => l.includes('**')).join('\n')}`);
+    console.log(
+      `\n${report.summary
+        .split('\n')
+        .filter((l) => l.includes('**'))
+        .join('\n')}`,
+    );
     console.log(`wrote ${files.join(', ')}\n`);
   }
   return 0;

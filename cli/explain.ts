@@ -79,7 +79,10 @@ function renderText(d: Decision, endpoint: string, body: unknown, facts?: Record
   const lines: string[] = [];
   const requested = (body as { model?: unknown } | null)?.model;
   lines.push(`POST ${PATHS[endpoint]}  model=${JSON.stringify(requested)}  tenant=${d.tenant ?? '-'}`);
-  if (facts) lines.push(`prompt     ${facts.promptTokens} tokens (${facts.promptTokensSource === 'estimate' ? `estimated${facts.promptTokensFallback ? `: ${facts.promptTokensFallback}` : ''}` : `counted by the ${facts.promptTokensSource}`})`);
+  if (facts)
+    lines.push(
+      `prompt     ${facts.promptTokens} tokens (${facts.promptTokensSource === 'estimate' ? `estimated${facts.promptTokensFallback ? `: ${facts.promptTokensFallback}` : ''}` : `counted by the ${facts.promptTokensSource}`})`,
+    );
   if (d.admitted) {
     lines.push(`→ 200 admitted: ${d.model}@${d.version}${d.adapter ? ` + adapter ${d.adapter}` : ''} · pool ${d.pool} · replica ${d.replica}`);
   } else {
@@ -99,7 +102,12 @@ function renderText(d: Decision, endpoint: string, body: unknown, facts?: Record
     if (!step) continue;
     lines.push(`${label.padEnd(10)} ${step.decidedBy}`);
     lines.push(`${''.padEnd(10)} ${step.reason}`);
-    if (step.facts) lines.push(`${''.padEnd(10)} facts: ${Object.entries(step.facts).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ')}`);
+    if (step.facts)
+      lines.push(
+        `${''.padEnd(10)} facts: ${Object.entries(step.facts)
+          .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+          .join(' ')}`,
+      );
     for (const alt of step.alternatives ?? []) {
       lines.push(`${''.padEnd(12)}· ${alt.name}${alt.score !== undefined ? ` ${Number(alt.score.toFixed(3))}` : ''}${alt.note ? `  ${alt.note}` : ''}`);
     }

@@ -51,7 +51,9 @@ export function readFleetFile(path: string, now: number, known: Iterable<string>
   for (const id of Object.keys((data as { replicas: Record<string, unknown> }).replicas)) {
     if (ids.includes(id)) continue;
     const hint = closest(id, ids);
-    throw new Error(`fleet file ${path}: replica "${id}" is not in the policy${hint ? ` (did you mean "${hint}"?)` : ''}; its replicas are ${ids.slice(0, 20).join(', ')}${ids.length > 20 ? ', ...' : ''}`);
+    throw new Error(
+      `fleet file ${path}: replica "${id}" is not in the policy${hint ? ` (did you mean "${hint}"?)` : ''}; its replicas are ${ids.slice(0, 20).join(', ')}${ids.length > 20 ? ', ...' : ''}`,
+    );
   }
   const states = new Map<string, ReplicaState>();
   for (const [id, entry] of Object.entries((data as { replicas: Record<string, FleetEntry> }).replicas)) {

@@ -34,17 +34,52 @@ export const SERVE_SETTINGS: readonly Setting[] = [
   { flag: 'policies', arg: 'DIR', env: ['SWITCHYARD_POLICIES'], default: 'policies', help: 'policy directory' },
   { flag: 'port', arg: 'N', env: ['SWITCHYARD_PORT', 'PORT'], default: '8080', help: 'public port (0 picks a free one)' },
   { flag: 'host', arg: 'H', env: ['SWITCHYARD_HOST'], default: '127.0.0.1', help: 'public address (0.0.0.0 for all)' },
-  { flag: 'admin-port', arg: 'N', env: ['SWITCHYARD_ADMIN_PORT'], default: String(DEFAULT_ADMIN_PORT), help: 'admin listener port: /admin/*, probes, /metrics' },
-  { flag: 'admin-host', arg: 'H', env: ['SWITCHYARD_ADMIN_HOST'], default: DEFAULT_ADMIN_HOST, help: 'admin listener address; beyond loopback it needs SWITCHYARD_ADMIN_TOKEN' },
+  {
+    flag: 'admin-port',
+    arg: 'N',
+    env: ['SWITCHYARD_ADMIN_PORT'],
+    default: String(DEFAULT_ADMIN_PORT),
+    help: 'admin listener port: /admin/*, probes, /metrics',
+  },
+  {
+    flag: 'admin-host',
+    arg: 'H',
+    env: ['SWITCHYARD_ADMIN_HOST'],
+    default: DEFAULT_ADMIN_HOST,
+    help: 'admin listener address; beyond loopback it needs SWITCHYARD_ADMIN_TOKEN',
+  },
   { flag: 'log-level', arg: 'L', env: ['SWITCHYARD_LOG_LEVEL'], default: 'info', help: LOG_LEVELS.join(', ') },
   { flag: 'emulator-speed', arg: 'X', env: ['SWITCHYARD_EMULATOR_SPEED'], default: '1', help: 'run emulate:// replicas X times faster than real engines' },
   { flag: 'control-plane', arg: 'URL', env: ['SWITCHYARD_CONTROL_PLANE'], help: 'take models and pools (a kind: routing-table document) from this URL too' },
   { flag: 'control-plane-ttl-ms', arg: 'N', env: ['SWITCHYARD_CONTROL_PLANE_TTL_MS'], default: '30000', help: 'how often to ask it' },
   { flag: 'state-dir', arg: 'DIR', env: ['SWITCHYARD_STATE_DIR'], help: 'where the last good routing table is kept across restarts' },
-  { flag: 'tracing', arg: 'E', env: ['SWITCHYARD_TRACING'], default: 'off', help: 'OpenTelemetry traces: off, otlp (to OTEL_EXPORTER_OTLP_ENDPOINT) or console' },
-  { flag: 'tracing-sample-ratio', arg: 'R', env: ['SWITCHYARD_TRACING_SAMPLE_RATIO'], default: '1', help: 'share of new traces recorded, 0..1 (a traced parent decides for its children)' },
-  { flag: 'redis', arg: 'URL', env: ['SWITCHYARD_REDIS_URL'], help: "share tenant quotas with every router on this Redis (redis://host:6379); wins over settings' quota_store.redis_url" },
-  { flag: 'watchdog-ms', arg: 'N', env: ['SWITCHYARD_WATCHDOG_MS'], default: String(DEFAULT_WATCHDOG_MS), help: 'exit when the event loop is blocked this long (0: off)' },
+  {
+    flag: 'tracing',
+    arg: 'E',
+    env: ['SWITCHYARD_TRACING'],
+    default: 'off',
+    help: 'OpenTelemetry traces: off, otlp (to OTEL_EXPORTER_OTLP_ENDPOINT) or console',
+  },
+  {
+    flag: 'tracing-sample-ratio',
+    arg: 'R',
+    env: ['SWITCHYARD_TRACING_SAMPLE_RATIO'],
+    default: '1',
+    help: 'share of new traces recorded, 0..1 (a traced parent decides for its children)',
+  },
+  {
+    flag: 'redis',
+    arg: 'URL',
+    env: ['SWITCHYARD_REDIS_URL'],
+    help: "share tenant quotas with every router on this Redis (redis://host:6379); wins over settings' quota_store.redis_url",
+  },
+  {
+    flag: 'watchdog-ms',
+    arg: 'N',
+    env: ['SWITCHYARD_WATCHDOG_MS'],
+    default: String(DEFAULT_WATCHDOG_MS),
+    help: 'exit when the event loop is blocked this long (0: off)',
+  },
   ...SHADOW_SETTINGS,
 ];
 
@@ -80,7 +115,8 @@ export async function runServe(argv: string[]): Promise<number> {
   const ttlMs = positiveSetting('control-plane-ttl-ms', values['control-plane-ttl-ms']);
   const watchdogMs = values['watchdog-ms'] === '0' ? 0 : positiveSetting('watchdog-ms', values['watchdog-ms']);
   if (!LOG_LEVELS.includes(values['log-level']!)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}, not "${values['log-level']}"`);
-  if (!(TRACING_EXPORTERS as readonly string[]).includes(values.tracing!)) throw new UsageError(`--tracing must be one of ${TRACING_EXPORTERS.join(', ')}, not "${values.tracing}"`);
+  if (!(TRACING_EXPORTERS as readonly string[]).includes(values.tracing!))
+    throw new UsageError(`--tracing must be one of ${TRACING_EXPORTERS.join(', ')}, not "${values.tracing}"`);
   const sampleRatio = Number(values['tracing-sample-ratio']);
   if (!/^\d*\.?\d+$/.test(values['tracing-sample-ratio'] ?? '') || !(sampleRatio >= 0 && sampleRatio <= 1)) {
     throw new UsageError(`--tracing-sample-ratio must be a number from 0 to 1, not "${values['tracing-sample-ratio']}"`);
@@ -107,7 +143,10 @@ export async function runServe(argv: string[]): Promise<number> {
   }
 
   // Before the policy loads (which may take a while with plugins): a busy port now is one line now.
-  for (const [what, h, p] of [['port', host, port], ['admin port', adminHost, adminPort]] as const) {
+  for (const [what, h, p] of [
+    ['port', host, port],
+    ['admin port', adminHost, adminPort],
+  ] as const) {
     const problem = await bindProblem(h, p);
     if (problem) {
       console.error(`switchyard serve: cannot listen on ${h}:${p} (${what}): ${problem}`);
@@ -149,7 +188,8 @@ export async function runServe(argv: string[]): Promise<number> {
   addUrlCredentials(redisUrl ?? store.current().settings.quotaStore.redisUrl);
   const quota = await openQuotaStore(store.current().settings.quotaStore, redisUrl, storeLog);
   let router: Awaited<ReturnType<typeof startRouter>>;
-  const tracing = values.tracing === 'off' ? undefined : (await import('./tracing.ts')).startTracing(values.tracing as 'otlp' | 'console', sampleRatio, version());
+  const tracing =
+    values.tracing === 'off' ? undefined : (await import('./tracing.ts')).startTracing(values.tracing as 'otlp' | 'console', sampleRatio, version());
   try {
     await store.watch();
     router = await startRouter({
@@ -171,12 +211,18 @@ export async function runServe(argv: string[]): Promise<number> {
     await recorder?.close();
     await quota.close?.();
     const e = error as { code?: string; address?: string; port?: number };
-    const where = e.code === 'EADDRINUSE' || e.code === 'EACCES' || e.code === 'EADDRNOTAVAIL' ? `cannot listen on ${e.address ?? '?'}:${e.port ?? '?'}: ` : 'could not start: ';
+    const where =
+      e.code === 'EADDRINUSE' || e.code === 'EACCES' || e.code === 'EADDRNOTAVAIL'
+        ? `cannot listen on ${e.address ?? '?'}:${e.port ?? '?'}: `
+        : 'could not start: ';
     console.error(`switchyard serve: ${where}${oneLine(error)}`);
     return 1;
   }
   const watchdog = watchdogMs > 0 ? startWatchdog({ thresholdMs: watchdogMs, name: 'switchyard serve' }) : undefined;
-  router.app.log.info({ url: router.url, admin: router.adminUrl, policies: values.policies, replicas: store.current().replicas.size, watchdogMs }, 'switchyard is routing');
+  router.app.log.info(
+    { url: router.url, admin: router.adminUrl, policies: values.policies, replicas: store.current().replicas.size, watchdogMs },
+    'switchyard is routing',
+  );
   process.on('SIGHUP', () => {
     void store.reload('SIGHUP').then(
       (outcome) => router.app.log.info({ result: outcome.result, errors: outcome.errors }, `SIGHUP: policy ${outcome.result}`),
@@ -219,7 +265,14 @@ function bindProblem(host: string, port: number): Promise<string | undefined> {
   return new Promise((resolve) => {
     const probe = createServer();
     probe.once('error', (error: NodeJS.ErrnoException) => {
-      const why = error.code === 'EADDRINUSE' ? 'the address is already in use' : error.code === 'EACCES' ? 'permission denied' : error.code === 'EADDRNOTAVAIL' ? 'no such local address' : oneLine(error);
+      const why =
+        error.code === 'EADDRINUSE'
+          ? 'the address is already in use'
+          : error.code === 'EACCES'
+            ? 'permission denied'
+            : error.code === 'EADDRNOTAVAIL'
+              ? 'no such local address'
+              : oneLine(error);
       resolve(why);
     });
     probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve(undefined)));

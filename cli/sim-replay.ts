@@ -60,11 +60,29 @@ export class RecordedOutcome {
     const order = [...this.#groups.keys()].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
     for (const name of order) {
       const g = this.#groups.get(name)!;
-      const q = (list: number[], p: number) => (list.length ? formatMs([...list].sort((x, y) => x - y)[Math.min(list.length - 1, Math.floor(p * list.length))]) : '-');
-      const cells = [String(g.requests), String(g.done), String(g.rejected), q(g.ttfb, 0.5), q(g.ttfb, 0.9), q(g.ttfb, 0.99), q(g.e2e, 0.5), q(g.e2e, 0.99), (g.requests / spanS).toFixed(1)];
+      const q = (list: number[], p: number) =>
+        list.length ? formatMs([...list].sort((x, y) => x - y)[Math.min(list.length - 1, Math.floor(p * list.length))]) : '-';
+      const cells = [
+        String(g.requests),
+        String(g.done),
+        String(g.rejected),
+        q(g.ttfb, 0.5),
+        q(g.ttfb, 0.9),
+        q(g.ttfb, 0.99),
+        q(g.e2e, 0.5),
+        q(g.e2e, 0.99),
+        (g.requests / spanS).toFixed(1),
+      ];
       lines.push(name.padEnd(width) + cells.map((c, i) => c.padStart(widths[i])).join(' '));
     }
-    const rejections = order.filter((n) => this.#groups.get(n)!.rejected > 0).map((n) => `  ${n}: ${Object.entries(this.#groups.get(n)!.rejections).map(([c, k]) => `${c} ${k}`).join(', ')}`);
+    const rejections = order
+      .filter((n) => this.#groups.get(n)!.rejected > 0)
+      .map(
+        (n) =>
+          `  ${n}: ${Object.entries(this.#groups.get(n)!.rejections)
+            .map(([c, k]) => `${c} ${k}`)
+            .join(', ')}`,
+      );
     if (rejections.length) lines.push('', 'rejections by reason:', ...rejections);
     return lines.join('\n');
   }

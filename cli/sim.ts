@@ -58,12 +58,14 @@ export async function runSim(argv: string[]): Promise<number> {
     console.log(HELP);
     return 0;
   }
-  if (!values.workload && !values.replay) throw new UsageError('--workload FILE (see examples/workloads/) or --replay FILE (a recording of serve --record) is required');
+  if (!values.workload && !values.replay)
+    throw new UsageError('--workload FILE (see examples/workloads/) or --replay FILE (a recording of serve --record) is required');
   if (values.workload && values.replay) throw new UsageError('give --workload FILE or --replay FILE, not both');
   const number = (name: string, value: string | undefined, min: number, integer = true): number | undefined => {
     if (value === undefined) return undefined;
     const n = Number(value);
-    if (!Number.isFinite(n) || n < min || (integer && !Number.isInteger(n))) throw new UsageError(`--${name} must be ${integer ? 'an integer' : 'a number'} >= ${min}, not "${value}"`);
+    if (!Number.isFinite(n) || n < min || (integer && !Number.isInteger(n)))
+      throw new UsageError(`--${name} must be ${integer ? 'an integer' : 'a number'} >= ${min}, not "${value}"`);
     return n;
   };
   const requests = number('requests', values.requests, 1);
@@ -112,13 +114,16 @@ export async function runSim(argv: string[]): Promise<number> {
         ` (${result.events} events, ${cpuS.toFixed(2)} s CPU)\n`,
     );
     console.log(formatSummary(result));
-    if (recorded) console.log(`\nrecorded (what the router did, by its own decisions; TTFB is the engine's first byte through the router):\n\n${recorded.format()}`);
+    if (recorded)
+      console.log(`\nrecorded (what the router did, by its own decisions; TTFB is the engine's first byte through the router):\n\n${recorded.format()}`);
     if (values.out) console.log(`\nwrote ${[...result.files, join(values.out, 'summary.json'), join(values.out, 'summary.txt')].join(', ')}`);
     return 0;
   } catch (error) {
     if (error instanceof WorkloadError || error instanceof PolicyError) {
       for (const problem of error.problems) console.error(formatProblem(problem));
-      console.error(`sim: ${error instanceof WorkloadError ? (values.replay ? `the recording ${values.replay}` : `the workload ${values.workload}`) : `the policies in ${values.policies}`} cannot be used`);
+      console.error(
+        `sim: ${error instanceof WorkloadError ? (values.replay ? `the recording ${values.replay}` : `the workload ${values.workload}`) : `the policies in ${values.policies}`} cannot be used`,
+      );
       return 1;
     }
     if (error instanceof SimError) {

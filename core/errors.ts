@@ -50,6 +50,8 @@ export function rejection(code: RejectionCode, message: string, extra: { retryAf
 }
 
 /** The body OpenAI clients expect: {"error":{"message","type","param","code"}}. */
-export function errorBody(r: Pick<Rejection, 'message' | 'type' | 'code' | 'param'>): { error: { message: string; type: string; param: string | null; code: string } } {
+export function errorBody(r: Pick<Rejection, 'message' | 'type' | 'code' | 'param'>): {
+  error: { message: string; type: string; param: string | null; code: string };
+} {
   return { error: { message: r.message, type: r.type, param: r.param ?? null, code: r.code } };
 }

@@ -44,7 +44,13 @@ export default {
         return {
           replica: chosen.id,
           reason: a === b ? 'only candidate' : `lower load score of two sampled (${low} vs ${high})`,
-          alternatives: a === b ? [{ replica: a.id, score: scoreA }] : [{ replica: a.id, score: scoreA }, { replica: b.id, score: scoreB }],
+          alternatives:
+            a === b
+              ? [{ replica: a.id, score: scoreA }]
+              : [
+                  { replica: a.id, score: scoreA },
+                  { replica: b.id, score: scoreB },
+                ],
         };
       },
     };

@@ -127,7 +127,8 @@ export default {
         return { replica: best.id, reason, alternatives };
       },
       onRouted(request, replica) {
-        if (!unconfirmedSince.has(replica) && ((request.promptTokenIds?.length ?? 0) > 0 || request.prefixHashes.length > 0)) unconfirmedSince.set(replica, ctx.now());
+        if (!unconfirmedSince.has(replica) && ((request.promptTokenIds?.length ?? 0) > 0 || request.prefixHashes.length > 0))
+          unconfirmedSince.set(replica, ctx.now());
       },
     };
   },

@@ -40,9 +40,7 @@ export default {
         if (!request.conversationId) return { pass: true, reason: 'no conversation id' };
         const key = request.conversationId;
         const owner =
-          config.bounded_load == null
-            ? rendezvousOwner(key, candidates, idOf)
-            : boundedLoadOwner(key, candidates, idOf, loadOf, config.bounded_load).owner;
+          config.bounded_load == null ? rendezvousOwner(key, candidates, idOf) : boundedLoadOwner(key, candidates, idOf, loadOf, config.bounded_load).owner;
         if (!owner) return { pass: true, reason: 'no candidates' };
         const kv = owner.signals.kvUsage;
         if (kv >= config.release_threshold) {

@@ -44,11 +44,14 @@ const tap = join(root, '.test-results', `results-${process.pid}.tap`);
 const result = spawnSync(
   process.execPath,
   [
-    '--import', 'tsx',
+    '--import',
+    'tsx',
     '--test',
     '--test-concurrency=2',
-    '--test-reporter=spec', '--test-reporter-destination=stdout',
-    '--test-reporter=tap', `--test-reporter-destination=${tap}`,
+    '--test-reporter=spec',
+    '--test-reporter-destination=stdout',
+    '--test-reporter=tap',
+    `--test-reporter-destination=${tap}`,
     ...files,
   ],
   { cwd: root, stdio: 'inherit', env: coverageDir ? { ...process.env, NODE_V8_COVERAGE: coverageDir } : process.env },

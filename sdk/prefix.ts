@@ -31,12 +31,7 @@ const scratchWords = new Int32Array(scratch);
  * engine's cache. A trailing partial block is left out: the engine cannot
  * cache it either. Block i's own hash is hashRange of its characters.
  */
-export function prefixHashes(
-  text: string,
-  seed: string,
-  blockChars = DEFAULT_PREFIX_BLOCK_CHARS,
-  maxBlocks = DEFAULT_PREFIX_MAX_BLOCKS,
-): number[] {
+export function prefixHashes(text: string, seed: string, blockChars = DEFAULT_PREFIX_BLOCK_CHARS, maxBlocks = DEFAULT_PREFIX_MAX_BLOCKS): number[] {
   const blocks = Math.min(maxBlocks, Math.floor(text.length / blockChars));
   const out = new Array<number>(blocks);
   let previous = hashString(seed);

@@ -34,18 +34,32 @@ const MANIFEST = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as
 /** The package a bare specifier names: `ajv`, `@opentelemetry/api`; undefined for `node:` and built-in modules. */
 const packageOf = (specifier: string) => {
   if (specifier.startsWith('node:') || builtinModules.includes(specifier.split('/')[0])) return undefined;
-  return specifier.split('/').slice(0, specifier.startsWith('@') ? 2 : 1).join('/');
+  return specifier
+    .split('/')
+    .slice(0, specifier.startsWith('@') ? 2 : 1)
+    .join('/');
 };
 
-const under = (...dirs: string[]) => (path: string | undefined) => path !== undefined && dirs.some((d) => path.startsWith(`${d}/`));
+const under =
+  (...dirs: string[]) =>
+  (path: string | undefined) =>
+    path !== undefined && dirs.some((d) => path.startsWith(`${d}/`));
 const isTestKit = under('sdk/testkit');
 
 /** The layers: cli wires core, sim and plugins together; sim stands on core; core on sdk; plugins see only sdk. */
 const LAYER_RULES: readonly Rule[] = [
-  { name: 'core never imports sim, cli, plugins, bench, test or examples', from: under('core'), forbids: (e) => under('sim', 'cli', 'plugins', 'bench', 'test', 'examples', 'scripts', 'bin')(e.target) },
+  {
+    name: 'core never imports sim, cli, plugins, bench, test or examples',
+    from: under('core'),
+    forbids: (e) => under('sim', 'cli', 'plugins', 'bench', 'test', 'examples', 'scripts', 'bin')(e.target),
+  },
   { name: 'plugins import only the sdk', from: under('plugins'), forbids: (e) => e.target !== undefined && !under('sdk', 'plugins')(e.target) },
   { name: 'the sdk imports nothing of ours', from: under('sdk'), forbids: (e) => e.target !== undefined && !under('sdk')(e.target) },
-  { name: 'sim never imports cli or plugins (cli hands it the strategies)', from: under('sim'), forbids: (e) => under('cli', 'plugins', 'bench', 'examples', 'scripts', 'bin')(e.target) },
+  {
+    name: 'sim never imports cli or plugins (cli hands it the strategies)',
+    from: under('sim'),
+    forbids: (e) => under('cli', 'plugins', 'bench', 'examples', 'scripts', 'bin')(e.target),
+  },
   { name: 'only tests and benchmarks import tests', from: (f) => !under('test', 'bench')(f), forbids: (e) => under('test')(e.target) },
   { name: 'the SDK test kit is for plugin tests, not the router', from: under('core', 'cli', 'sim', 'plugins', 'bin'), forbids: (e) => isTestKit(e.target) },
   { name: 'the sdk proper never imports its test kit', from: (f) => under('sdk')(f) && !isTestKit(f), forbids: (e) => isTestKit(e.target) },
@@ -79,12 +93,24 @@ const LAYER_RULES: readonly Rule[] = [
  * "Layers").
  */
 const CORE_INTERNAL_RULES: readonly Rule[] = [
-  { name: 'core/policy never imports the runtime (core/decide) or the cage', from: under('core/policy'), forbids: (e) => under('core/decide', 'core/plugins/cage')(e.target) },
+  {
+    name: 'core/policy never imports the runtime (core/decide) or the cage',
+    from: under('core/policy'),
+    forbids: (e) => under('core/decide', 'core/plugins/cage')(e.target),
+  },
   { name: 'core/policy never imports serve or shadow', from: under('core/policy'), forbids: (e) => under('core/serve', 'core/shadow')(e.target) },
   { name: 'core/serve reaches the policy only through the runtime (core/decide)', from: under('core/serve'), forbids: (e) => under('core/policy')(e.target) },
   { name: 'core/decide never imports serve or shadow', from: under('core/decide'), forbids: (e) => under('core/serve', 'core/shadow')(e.target) },
-  { name: 'core/plugins never imports core/policy (shared diagnostics live in core/diagnostics)', from: under('core/plugins'), forbids: (e) => under('core/policy')(e.target) },
-  { name: 'core/diagnostics imports neither core/policy nor core/plugins', from: under('core/diagnostics'), forbids: (e) => under('core/policy', 'core/plugins')(e.target) },
+  {
+    name: 'core/plugins never imports core/policy (shared diagnostics live in core/diagnostics)',
+    from: under('core/plugins'),
+    forbids: (e) => under('core/policy')(e.target),
+  },
+  {
+    name: 'core/diagnostics imports neither core/policy nor core/plugins',
+    from: under('core/diagnostics'),
+    forbids: (e) => under('core/policy', 'core/plugins')(e.target),
+  },
 ];
 
 const RULES = [...LAYER_RULES, ...CORE_INTERNAL_RULES];
@@ -215,14 +241,14 @@ test('the scanner reads static, re-exported, side-effect and dynamic imports, an
   const text = [
     "import a from './a.ts';",
     "import type { B } from '../b.ts';",
-    "import {\n  c,\n  d,\n} from \"./cd.ts\";",
+    'import {\n  c,\n  d,\n} from "./cd.ts";',
     "export { e } from './e.ts';",
     "export * from './f.ts';",
     "import './side-effect.ts';",
     "const g = await import('./g.ts');",
     "// import x from './commented.ts';",
     "/* import y from './block.ts'; */",
-    "const s = \"import z from './in-a-string.ts'\";",
+    'const s = "import z from \'./in-a-string.ts\'";',
     "const t = `import w from './in-a-template.ts' ${1 + 1}`;",
     "const from = 'not-an-import';",
   ].join('\n');
@@ -238,7 +264,13 @@ test('the scanner reads static, re-exported, side-effect and dynamic imports, an
 });
 
 test('a crossing is caught and named', () => {
-  const edge: ImportEdge = { file: 'core/serve/server.ts', specifier: '../../sim/emulator/embedded-fleet.ts', target: 'sim/emulator/embedded-fleet.ts', dynamic: false, typeOnly: false };
+  const edge: ImportEdge = {
+    file: 'core/serve/server.ts',
+    specifier: '../../sim/emulator/embedded-fleet.ts',
+    target: 'sim/emulator/embedded-fleet.ts',
+    dynamic: false,
+    typeOnly: false,
+  };
   const broken = RULES.filter((r) => r.from(edge.file) && r.forbids(edge)).map((r) => r.name);
   assert.deepEqual(broken, ['core never imports sim, cli, plugins, bench, test or examples']);
   const devOnly: ImportEdge = { file: 'core/serve/proxy.ts', specifier: 'openai', dynamic: false, typeOnly: false };
@@ -247,7 +279,10 @@ test('a crossing is caught and named', () => {
     ['what production runs imports only production dependencies (npm ci --omit=dev)'],
   );
   const builtin: ImportEdge = { file: 'core/serve/proxy.ts', specifier: 'node:fs', dynamic: false, typeOnly: false };
-  assert.deepEqual(RULES.filter((r) => r.from(builtin.file) && r.forbids(builtin)), []);
+  assert.deepEqual(
+    RULES.filter((r) => r.from(builtin.file) && r.forbids(builtin)),
+    [],
+  );
 });
 
 test('every known crossing still crosses (else its entry goes)', () => {

@@ -63,7 +63,9 @@ test('the compiled router serves from dist/, with TypeScript and JavaScript plug
     });
 
     const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: TEST_KEY, maxRetries: 0 });
-    const { data, response } = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 8 }).withResponse();
+    const { data, response } = await client.chat.completions
+      .create({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 8 })
+      .withResponse();
     assert.ok(data.choices[0].message.content);
     assert.equal(response.headers.get('x-switchyard-reason'), 'typed-least: typed-least from dist');
 

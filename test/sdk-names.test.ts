@@ -30,7 +30,10 @@ test('no SDK export shadows a global type name', () => {
   }
   // Every global a file without imports sees as a type: what an SDK import would shadow.
   const globals = new Set(
-    checker.getSymbolsInScope(program.getSourceFile(ENTRIES[0])!.endOfFileToken, ts.SymbolFlags.Type).filter((s) => !s.declarations?.some((d) => ENTRIES.includes(d.getSourceFile().fileName) || d.getSourceFile().fileName.startsWith(join(ROOT, 'sdk')))).map((s) => s.name),
+    checker
+      .getSymbolsInScope(program.getSourceFile(ENTRIES[0])!.endOfFileToken, ts.SymbolFlags.Type)
+      .filter((s) => !s.declarations?.some((d) => ENTRIES.includes(d.getSourceFile().fileName) || d.getSourceFile().fileName.startsWith(join(ROOT, 'sdk'))))
+      .map((s) => s.name),
   );
   assert.ok(exported.size > 30 && exported.has('ReplicaPick') && exported.has('TestRequest'), `read ${exported.size} exports`);
   assert.ok(globals.has('Pick') && globals.has('RequestInit') && globals.size > 500, `read ${globals.size} global types`);

@@ -43,7 +43,12 @@ function run(command: string, args: string[], cwd: string): string {
 before(() => {
   project = mkdtempSync(join(tmpdir(), 'switchyard-sdk-outside-'));
   // Packs once: prepack builds sdk/dist (tsc), then the tarball lands in the scratch folder.
-  const out = execFileSync(NPM, ['pack', '--json', '--pack-destination', project], { cwd: join(ROOT, 'sdk'), encoding: 'utf8', env: ENV, stdio: ['ignore', 'pipe', 'inherit'] });
+  const out = execFileSync(NPM, ['pack', '--json', '--pack-destination', project], {
+    cwd: join(ROOT, 'sdk'),
+    encoding: 'utf8',
+    env: ENV,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const [info] = JSON.parse(out.slice(out.search(/^\[/m))) as { filename: string }[];
   packed = info.filename;
   // An empty project gets the tarball as a user's `npm install <tarball>` would; then the docs' files replace it.
@@ -71,7 +76,9 @@ test('docs/plugins.md holds a whole outside project, and its package.json instal
   assert.deepEqual([...docs.keys()].sort(), ['package.json', 'plain/least-queue.js', 'plain/least-queue.test.js', 'src/least-kv.test.ts', 'tsconfig.json']);
   const manifest = JSON.parse(docs.get('package.json')!) as { devDependencies: Record<string, string> };
   assert.equal(manifest.devDependencies['@switchyard/sdk'], `file:${packed}`, 'the docs name the tarball of this SDK version');
-  const installed = JSON.parse(readFileSync(join(project, 'node_modules', '@switchyard', 'sdk', 'package.json'), 'utf8')) as { exports: Record<string, unknown> };
+  const installed = JSON.parse(readFileSync(join(project, 'node_modules', '@switchyard', 'sdk', 'package.json'), 'utf8')) as {
+    exports: Record<string, unknown>;
+  };
   assert.deepEqual(Object.keys(installed.exports).sort(), ['.', './package.json', './testkit']);
 });
 

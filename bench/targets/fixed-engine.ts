@@ -10,8 +10,14 @@ import { reportCpuOnRequest } from './cpu-reporter.ts';
 const TOKENS = 16;
 const head = { id: 'chatcmpl-bench', created: 1_700_000_000, model: 'bench-model' };
 const usage = { prompt_tokens: 100, completion_tokens: TOKENS, total_tokens: 100 + TOKENS };
-const json = JSON.stringify({ ...head, object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: ' word'.repeat(TOKENS) }, finish_reason: 'length' }], usage });
-const chunk = (delta: object, finish: string | null) => `data: ${JSON.stringify({ ...head, object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+const json = JSON.stringify({
+  ...head,
+  object: 'chat.completion',
+  choices: [{ index: 0, message: { role: 'assistant', content: ' word'.repeat(TOKENS) }, finish_reason: 'length' }],
+  usage,
+});
+const chunk = (delta: object, finish: string | null) =>
+  `data: ${JSON.stringify({ ...head, object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
 const sse =
   chunk({ role: 'assistant', content: '' }, null) +
   Array.from({ length: TOKENS }, (_, i) => chunk({ content: ' word' }, i === TOKENS - 1 ? 'length' : null)).join('') +

@@ -15,7 +15,10 @@ import { registryOf } from '../../core/plugins/registry.ts';
 import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 
 function tracingThatDropsSpans() {
-  const exporter = { export: (_spans: unknown[], done: (result: { code: ExportResultCode }) => void) => done({ code: ExportResultCode.SUCCESS }), shutdown: async () => {} };
+  const exporter = {
+    export: (_spans: unknown[], done: (result: { code: ExportResultCode }) => void) => done({ code: ExportResultCode.SUCCESS }),
+    shutdown: async () => {},
+  };
   return new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(exporter)] }).getTracer('bench');
 }
 
@@ -29,6 +32,12 @@ const files = {
 const loaded = buildSnapshot(policyInputsFromTexts(files, { registry: registryOf(BUILTIN_STRATEGIES) }));
 if (!loaded.snapshot) throw new Error('bench policy invalid');
 const tracer = process.argv[3] === '--tracing' ? tracingThatDropsSpans() : undefined;
-const router = await startRouter({ policy: fixedPolicy(loaded.snapshot), port: 0, admin: { port: 0 }, logger: routerLogger({ destination: '/dev/null' }), tracer });
+const router = await startRouter({
+  policy: fixedPolicy(loaded.snapshot),
+  port: 0,
+  admin: { port: 0 },
+  logger: routerLogger({ destination: '/dev/null' }),
+  tracer,
+});
 reportCpuOnRequest();
 process.send?.({ url: router.url, adminUrl: router.adminUrl });

@@ -185,7 +185,8 @@ export class CandidateCache {
   current(pool: Pool, fleet: FleetView, now: number, maxStalenessMs: number): CandidateSet {
     this.clock.now = now;
     const feed = fleet.changes;
-    const changed = fleet === this.fleet && maxStalenessMs === this.maxStalenessMs && now <= this.staleCheckAt && feed ? feed.since(this.seenChanges) : undefined;
+    const changed =
+      fleet === this.fleet && maxStalenessMs === this.maxStalenessMs && now <= this.staleCheckAt && feed ? feed.since(this.seenChanges) : undefined;
     let relist = this.listed === undefined;
     if (changed) {
       this.seenChanges = feed!.count;
@@ -259,13 +260,7 @@ export class CandidateCache {
  * The pool's candidates now: the kept ones, or for a retry (without the
  * replicas that already failed the request) built afresh.
  */
-export function buildCandidates(
-  pool: Pool,
-  fleet: FleetView,
-  now: number,
-  maxStalenessMs: number,
-  exclude?: ReadonlySet<string>,
-): CandidateSet {
+export function buildCandidates(pool: Pool, fleet: FleetView, now: number, maxStalenessMs: number, exclude?: ReadonlySet<string>): CandidateSet {
   if (exclude === undefined || exclude.size === 0) return pool.candidateCache.current(pool, fleet, now, maxStalenessMs);
   const candidates: Candidate[] = [];
   const excluded: TraceAlternative[] = [];
@@ -312,7 +307,13 @@ function saturated(pool: Pool, signals: LoadSignals): boolean {
  * than random. Even fresh, the queue is at least what this router sent beyond
  * the engine's running batch since the last scrape.
  */
-export function loadSignals(spec: ReplicaSpec, state: ReplicaState | undefined, now: number, maxStalenessMs: number, fullPrefillTokens = DEFAULT_FULL_PREFILL_TOKENS): LoadSignals {
+export function loadSignals(
+  spec: ReplicaSpec,
+  state: ReplicaState | undefined,
+  now: number,
+  maxStalenessMs: number,
+  fullPrefillTokens = DEFAULT_FULL_PREFILL_TOKENS,
+): LoadSignals {
   const ageMs = state?.scrapedAt !== undefined ? Math.max(0, now - state.scrapedAt) : Infinity;
   const signals: MutableSignals = { kvUsage: 0, queueDepth: 0, running: 0, inFlight: 0, loadedAdapters: spec.adapters, ageMs, stale: true };
   setSignals(signals, spec, state, ageMs > maxStalenessMs, fullPrefillTokens);

@@ -45,13 +45,7 @@ export interface DecideOptions {
   readonly pinnedReplica?: { readonly id: string; readonly notFound: Rejection };
 }
 
-export function decide(
-  facts: RequestFacts | Rejection,
-  snapshot: Generation,
-  fleet: FleetView,
-  env: DecideEnv,
-  options: DecideOptions = NO_OPTIONS,
-): Decision {
+export function decide(facts: RequestFacts | Rejection, snapshot: Generation, fleet: FleetView, env: DecideEnv, options: DecideOptions = NO_OPTIONS): Decision {
   const trace: DecisionTrace = {};
   if ('code' in facts) return rejected(options.requestId ?? 'unknown', facts, trace, { step: { decidedBy: 'request check', reason: facts.message } });
   const requestId = facts.requestId;
@@ -92,10 +86,18 @@ export function decide(
   if ('rejected' in modelStep) return rejected(requestId, modelStep.rejected, trace, { tenant });
   if ('cold' in modelStep) {
     const cold = modelStep.cold.cold!;
-    const r = rejection('model_cold', `The model \`${modelStep.cold.id}\` is not deployed right now; a load has been requested. Retry after ${cold.retryAfterS} s.`, {
-      retryAfterS: cold.retryAfterS,
+    const r = rejection(
+      'model_cold',
+      `The model \`${modelStep.cold.id}\` is not deployed right now; a load has been requested. Retry after ${cold.retryAfterS} s.`,
+      {
+        retryAfterS: cold.retryAfterS,
+      },
+    );
+    return rejected(requestId, r, trace, {
+      tenant,
+      chosen: { model: modelStep.cold.id },
+      action: { type: 'trigger_load', model: modelStep.cold.id, url: cold.loadHook },
     });
-    return rejected(requestId, r, trace, { tenant, chosen: { model: modelStep.cold.id }, action: { type: 'trigger_load', model: modelStep.cold.id, url: cold.loadHook } });
   }
   let { model, version, adapter } = modelStep;
   ruleFacts.resolvedModel = model.id;
@@ -136,59 +138,74 @@ export function decide(
     candidateSet = buildCandidates(pool, fleet, now, snapshot.settings.maxStalenessMs, options.excludeReplicas);
     pinnedHome = candidateSet.candidates.find((c) => c.id === pinned.id) ?? (options.excludeReplicas?.has(pinned.id) ? undefined : standIn(pool, pinned.id));
     if (!pinnedHome) {
-      trace.replica = { decidedBy: 'stored response', reason: `replica ${pinned.id} stored the previous response and cannot take it now`, alternatives: candidateSet.excluded };
+      trace.replica = {
+        decidedBy: 'stored response',
+        reason: `replica ${pinned.id} stored the previous response and cannot take it now`,
+        alternatives: candidateSet.excluded,
+      };
       return rejected(requestId, pinned.notFound, trace, { tenant, chosen });
     }
-  } else for (let hops = 0; ; hops++) {
-    candidateSet = buildCandidates(pool, fleet, now, snapshot.settings.maxStalenessMs, options.excludeReplicas);
-    const { candidates, excluded } = candidateSet;
-    if (candidates.length === 0) {
-      const r = rejection('no_healthy_replica', `No replica of pool ${pool.name} (${model.id}@${version.version}) is ready. Retry after 5 s.`, { retryAfterS: 5 });
-      trace.replica = { decidedBy: 'filters', reason: 'every replica is excluded', alternatives: excluded };
-      return rejected(requestId, r, trace, { tenant, chosen });
-    }
-    const full = capacityRejection(pool, candidates);
-    // A retry was admitted once already: it is not shed the second time.
-    verdict = full || options.quotaTaken ? undefined : shed(pool, candidates, level, env.random);
-    const refused = full ?? verdict?.rejection;
-    if (!refused) break;
-    const next = hops < MAX_OVERFLOW_HOPS ? overflowOf(pool, snapshot, version, facts.promptTokens + (facts.maxTokens ?? 0)) : undefined;
-    if (next) {
-      trace.pool = overflowStep(trace.pool!, pool, next, full ? 'at capacity' : `shedding priority ${level} (p=${round2(verdict!.probability)})`);
-      pool = next;
-      chosen.pool = pool.name;
-      continue;
-    }
-    const fallback = fallbacks < MAX_FALLBACKS ? fallbackModel(model, tenant, snapshot, facts, env) : undefined;
-    let notFallen: string | undefined = typeof fallback === 'string' ? fallback : undefined;
-    if (fallback !== undefined && typeof fallback !== 'string') {
-      ruleFacts.resolvedModel = fallback.model.id;
-      ruleFacts.version = fallback.version.version;
-      ruleFacts.canary = fallback.version.canary;
-      ruleFacts.adapter = fallback.adapter ?? null;
-      const fallbackPool = choosePool(fallback.model.id, fallback.version, ruleFacts, facts.promptTokens + (facts.maxTokens ?? 0), snapshot);
-      if (!('rejected' in fallbackPool)) {
-        trace.model = fallbackStep(trace.model, model.id, fallback, `${pool.name} ${full ? 'at capacity' : `shedding priority ${level}`}`);
-        trace.pool = fallbackPool.trace;
-        fallbackFrom ??= model.id;
-        fallbacks++;
-        ({ model, version, adapter } = fallback);
-        pool = fallbackPool.pool;
-        Object.assign(chosen, { model: model.id, version: version.version, adapter, canary: version.canary, pool: pool.name });
+  } else
+    for (let hops = 0; ; hops++) {
+      candidateSet = buildCandidates(pool, fleet, now, snapshot.settings.maxStalenessMs, options.excludeReplicas);
+      const { candidates, excluded } = candidateSet;
+      if (candidates.length === 0) {
+        const r = rejection('no_healthy_replica', `No replica of pool ${pool.name} (${model.id}@${version.version}) is ready. Retry after 5 s.`, {
+          retryAfterS: 5,
+        });
+        trace.replica = { decidedBy: 'filters', reason: 'every replica is excluded', alternatives: excluded };
+        return rejected(requestId, r, trace, { tenant, chosen });
+      }
+      const full = capacityRejection(pool, candidates);
+      // A retry was admitted once already: it is not shed the second time.
+      verdict = full || options.quotaTaken ? undefined : shed(pool, candidates, level, env.random);
+      const refused = full ?? verdict?.rejection;
+      if (!refused) break;
+      const next = hops < MAX_OVERFLOW_HOPS ? overflowOf(pool, snapshot, version, facts.promptTokens + (facts.maxTokens ?? 0)) : undefined;
+      if (next) {
+        trace.pool = overflowStep(trace.pool!, pool, next, full ? 'at capacity' : `shedding priority ${level} (p=${round2(verdict!.probability)})`);
+        pool = next;
+        chosen.pool = pool.name;
         continue;
       }
-      notFallen = `fallback ${fallback.model.id}: ${fallbackPool.rejected.message}`;
-      ruleFacts.resolvedModel = model.id;
-      ruleFacts.version = version.version;
-      ruleFacts.canary = version.canary;
-      ruleFacts.adapter = adapter ?? null;
+      const fallback = fallbacks < MAX_FALLBACKS ? fallbackModel(model, tenant, snapshot, facts, env) : undefined;
+      let notFallen: string | undefined = typeof fallback === 'string' ? fallback : undefined;
+      if (fallback !== undefined && typeof fallback !== 'string') {
+        ruleFacts.resolvedModel = fallback.model.id;
+        ruleFacts.version = fallback.version.version;
+        ruleFacts.canary = fallback.version.canary;
+        ruleFacts.adapter = fallback.adapter ?? null;
+        const fallbackPool = choosePool(fallback.model.id, fallback.version, ruleFacts, facts.promptTokens + (facts.maxTokens ?? 0), snapshot);
+        if (!('rejected' in fallbackPool)) {
+          trace.model = fallbackStep(trace.model, model.id, fallback, `${pool.name} ${full ? 'at capacity' : `shedding priority ${level}`}`);
+          trace.pool = fallbackPool.trace;
+          fallbackFrom ??= model.id;
+          fallbacks++;
+          ({ model, version, adapter } = fallback);
+          pool = fallbackPool.pool;
+          Object.assign(chosen, { model: model.id, version: version.version, adapter, canary: version.canary, pool: pool.name });
+          continue;
+        }
+        notFallen = `fallback ${fallback.model.id}: ${fallbackPool.rejected.message}`;
+        ruleFacts.resolvedModel = model.id;
+        ruleFacts.version = version.version;
+        ruleFacts.canary = version.canary;
+        ruleFacts.adapter = adapter ?? null;
+      }
+      trace.admit = full
+        ? {
+            decidedBy: 'capacity',
+            reason: full.message,
+            alternatives: candidates.map((c) => ({ name: c.id, score: c.signals.queueDepth, note: 'queue depth' })),
+          }
+        : {
+            decidedBy: 'shedding',
+            reason: refused.message,
+            facts: { priority: level, saturation: round2(verdict!.saturation), shedProbability: round2(verdict!.probability) },
+          };
+      if (notFallen) trace.admit = { ...trace.admit, facts: { ...trace.admit.facts, noFallback: notFallen } };
+      return rejected(requestId, refused, trace, { tenant, chosen });
     }
-    trace.admit = full
-      ? { decidedBy: 'capacity', reason: full.message, alternatives: candidates.map((c) => ({ name: c.id, score: c.signals.queueDepth, note: 'queue depth' })) }
-      : { decidedBy: 'shedding', reason: refused.message, facts: { priority: level, saturation: round2(verdict!.saturation), shedProbability: round2(verdict!.probability) } };
-    if (notFallen) trace.admit = { ...trace.admit, facts: { ...trace.admit.facts, noFallback: notFallen } };
-    return rejected(requestId, refused, trace, { tenant, chosen });
-  }
   const routed = new Routed(facts, snapshot.settings, chosen, tenant.id, priority, maxTokens, options.blockHashes);
   const budgetMs = options.pickBudgetMs ?? 1;
   let replicaStep;
@@ -214,10 +231,22 @@ export function decide(
   const observedBaseMs = env.baseLatencyMs?.(pool.key);
   const late = deadlineRejection(modelledWaitMs, observedBaseMs, facts.deadlineMs);
   if (late) {
-    trace.admit = { decidedBy: 'deadline', reason: late.message, facts: { deadlineMs: facts.deadlineMs, estimatedWaitMs: Math.round(modelledWaitMs + (observedBaseMs ?? 0)), observedBaseMs: observedBaseMs === undefined ? null : Math.round(observedBaseMs) } };
+    trace.admit = {
+      decidedBy: 'deadline',
+      reason: late.message,
+      facts: {
+        deadlineMs: facts.deadlineMs,
+        estimatedWaitMs: Math.round(modelledWaitMs + (observedBaseMs ?? 0)),
+        observedBaseMs: observedBaseMs === undefined ? null : Math.round(observedBaseMs),
+      },
+    };
     return rejected(requestId, late, trace, { tenant, chosen, chain, poolRef: pool });
   }
-  const admitFacts: Record<string, unknown> = { estimatedWaitMs: Math.round(modelledWaitMs + (observedBaseMs ?? 0)), deadlineMs: facts.deadlineMs ?? null, priority: level };
+  const admitFacts: Record<string, unknown> = {
+    estimatedWaitMs: Math.round(modelledWaitMs + (observedBaseMs ?? 0)),
+    deadlineMs: facts.deadlineMs ?? null,
+    priority: level,
+  };
   if (observedBaseMs !== undefined) admitFacts.observedBaseMs = Math.round(observedBaseMs);
   // A sheddable request that was not shed says how close it came.
   if (verdict && verdict.probability > 0) {
@@ -225,7 +254,11 @@ export function decide(
     admitFacts.shedProbability = round2(verdict.probability);
   }
   if (shadowOver) admitFacts.shadowQuota = overQuota.message;
-  trace.admit = { decidedBy: 'admitted', reason: shadowOver ? 'within capacity and deadline; over its shadow quota (not enforced)' : 'within quota, capacity and deadline', facts: admitFacts };
+  trace.admit = {
+    decidedBy: 'admitted',
+    reason: shadowOver ? 'within capacity and deadline; over its shadow quota (not enforced)' : 'within quota, capacity and deadline',
+    facts: admitFacts,
+  };
 
   const admitted: Admitted = {
     admitted: true,
@@ -257,7 +290,11 @@ export function decide(
 }
 
 const NO_OPTIONS: DecideOptions = Object.freeze({});
-const NO_PICKS: ReplicaChoice['run'] = Object.freeze({ budgetMs: Infinity, pickMs: Object.freeze([]) as readonly number[], incidents: Object.freeze([]) as ReplicaChoice['run']['incidents'] });
+const NO_PICKS: ReplicaChoice['run'] = Object.freeze({
+  budgetMs: Infinity,
+  pickMs: Object.freeze([]) as readonly number[],
+  incidents: Object.freeze([]) as ReplicaChoice['run']['incidents'],
+});
 
 /** A pinned replica its checks exclude (failing, ejected, draining): a candidate with no signals, sent to anyway. */
 function standIn(pool: Pool, id: string): ReplicaChoice['replica'] | undefined {
@@ -269,7 +306,12 @@ function standIn(pool: Pool, id: string): ReplicaChoice['replica'] | undefined {
 
 /** The replica of a pinned request: no strategy is asked, there is one right answer. */
 function pinnedChoice(replica: ReplicaChoice['replica']): ReplicaChoice {
-  return { replica, strategy: 'stored-response', trace: { decidedBy: 'stored response', reason: 'it holds the response named by previous_response_id' }, run: NO_PICKS };
+  return {
+    replica,
+    strategy: 'stored-response',
+    trace: { decidedBy: 'stored response', reason: 'it holds the response named by previous_response_id' },
+    run: NO_PICKS,
+  };
 }
 
 /** Overflow hops followed at most; compiled policies have no loops, this only bounds the walk. */
@@ -293,7 +335,14 @@ const round2 = (x: number) => Math.round(x * 100) / 100;
 
 /** The tenant of an API key hash (undefined: no key sent), or the 401 to answer. */
 export function resolveTenant(snapshot: Generation, apiKeyHash: string | undefined): Tenant | Rejection {
-  if (apiKeyHash !== undefined) return snapshot.tenantsByKeyHash.get(apiKeyHash) ?? rejection('invalid_api_key', 'Incorrect API key provided. Send a key this router knows as "Authorization: Bearer <key>" (keys are configured in the tenants policy).');
+  if (apiKeyHash !== undefined)
+    return (
+      snapshot.tenantsByKeyHash.get(apiKeyHash) ??
+      rejection(
+        'invalid_api_key',
+        'Incorrect API key provided. Send a key this router knows as "Authorization: Bearer <key>" (keys are configured in the tenants policy).',
+      )
+    );
   return snapshot.anonymousTenant ?? rejection('invalid_api_key', 'An API key is required: send "Authorization: Bearer <key>".');
 }
 

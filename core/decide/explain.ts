@@ -57,7 +57,12 @@ export function factsJson(facts: RequestFacts, fallback?: string): Record<string
  * explainRequest, with the prompt counted by the model's tokenizer when it
  * has one (waiting for it to load: a one-shot tool has no budget to keep).
  */
-export async function explainCounted(input: ExplainInput, snapshot: Generation, fleet: FleetView, env: DecideEnv): Promise<{ decision: Decision; facts?: Record<string, unknown> }> {
+export async function explainCounted(
+  input: ExplainInput,
+  snapshot: Generation,
+  fleet: FleetView,
+  env: DecideEnv,
+): Promise<{ decision: Decision; facts?: Record<string, unknown> }> {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(input.headers)) headers[name.toLowerCase()] = value;
   const estimated = requestFacts(

@@ -110,10 +110,15 @@ export class SnapshotLeases {
       return;
     }
     this.#draining.add(holder);
-    holder.drainTimer = setTimeout(() => {
-      this.#options.log?.warn(`policy generation ${holder.snapshot.generation}: ${holder.refs} request(s) still hold it after the drain timeout; disposing its strategies anyway`);
-      this.#dispose(holder, true);
-    }, this.#options.drainTimeoutMs ?? 15 * 60_000);
+    holder.drainTimer = setTimeout(
+      () => {
+        this.#options.log?.warn(
+          `policy generation ${holder.snapshot.generation}: ${holder.refs} request(s) still hold it after the drain timeout; disposing its strategies anyway`,
+        );
+        this.#dispose(holder, true);
+      },
+      this.#options.drainTimeoutMs ?? 15 * 60_000,
+    );
     holder.drainTimer.unref();
   }
 
@@ -127,7 +132,11 @@ export class SnapshotLeases {
       try {
         instance.dispose?.();
       } catch (error) {
-        this.#options.log?.warn(`strategy dispose() threw`, { generation: holder.snapshot.generation, index: i, error: (error as Error)?.message ?? String(error) });
+        this.#options.log?.warn(`strategy dispose() threw`, {
+          generation: holder.snapshot.generation,
+          index: i,
+          error: (error as Error)?.message ?? String(error),
+        });
       }
     }
     this.#options.onDisposed?.({ generation: holder.snapshot.generation, instances: instances.length, forced });

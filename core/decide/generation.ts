@@ -144,13 +144,18 @@ function createChains(policy: CompiledPolicy, options: GenerationOptions): { cha
     for (const { name, label, definition, config, slotKey, at } of pool.strategies) {
       const previous = previousSlots.get(slotKey);
       // Same strategy and version in the same place: the state's shape is the one this code knows.
-      const sameCode = previous !== undefined && (previous.definition === definition || (previous.definition.name === definition.name && previous.definition.version === definition.version));
+      const sameCode =
+        previous !== undefined &&
+        (previous.definition === definition || (previous.definition.name === definition.name && previous.definition.version === definition.version));
       let carryOver: unknown;
       if (sameCode) {
         try {
           carryOver = previous.instance.exportState?.();
         } catch (error) {
-          log.warn(`strategy "${name}": exportState() threw; the new instance starts empty`, { pool: pool.key, error: (error as Error)?.message ?? String(error) });
+          log.warn(`strategy "${name}": exportState() threw; the new instance starts empty`, {
+            pool: pool.key,
+            error: (error as Error)?.message ?? String(error),
+          });
         }
       }
       try {

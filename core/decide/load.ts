@@ -26,7 +26,10 @@ export function buildSnapshot(inputs: PolicyInputs, options: BuildOptions = {}):
 }
 
 /** Reads a policy directory (see loadPolicy), compiles it and builds its generation. */
-export async function loadSnapshot(dir: string, options: BuildOptions & StrategySource & { table?: RoutingTable }): Promise<LoadResult & { plugins: readonly LoadedPlugin[] }> {
+export async function loadSnapshot(
+  dir: string,
+  options: BuildOptions & StrategySource & { table?: RoutingTable },
+): Promise<LoadResult & { plugins: readonly LoadedPlugin[] }> {
   const { generation, seed, now, log, previous, kvIndex, ...compile } = options;
   const compiled = await loadPolicy(dir, compile);
   if (!compiled.policy) return { problems: compiled.problems, files: compiled.files, plugins: compiled.plugins };

@@ -20,8 +20,7 @@ export interface ColdModel {
   readonly trace: StepTrace;
 }
 
-const notFound = (name: string) =>
-  rejection('model_not_found', `The model \`${name}\` does not exist or you do not have access to it.`, { param: 'model' });
+const notFound = (name: string) => rejection('model_not_found', `The model \`${name}\` does not exist or you do not have access to it.`, { param: 'model' });
 
 // Module-level rather than a closure in chooseModel: tsx (esbuild keepNames) would name a new closure every request.
 function mayUse(tenant: Tenant, model: string): boolean {

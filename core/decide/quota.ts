@@ -16,9 +16,7 @@ export interface QuotaCost {
 }
 
 /** `unavailable`: the shared store cannot answer and its policy is to fail closed. */
-export type QuotaVerdict =
-  | { readonly ok: true }
-  | { readonly ok: false; readonly limit: 'requests' | 'tokens' | 'unavailable'; readonly retryAfterS: number };
+export type QuotaVerdict = { readonly ok: true } | { readonly ok: false; readonly limit: 'requests' | 'tokens' | 'unavailable'; readonly retryAfterS: number };
 
 /** The verdict of every request that fits: one object, not one a request. */
 const FITS: QuotaVerdict = Object.freeze({ ok: true });

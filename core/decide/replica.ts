@@ -43,7 +43,8 @@ export function chooseReplica(
   const preferred = unsaturated.length > 0 ? unsaturated : candidates;
   const notes: TraceAlternative[] = excluded.map((e) => ({ ...e, note: `excluded: ${e.note}` }));
   if (unsaturated.length > 0 && unsaturated.length < candidates.length) {
-    for (const c of candidates) if (c.saturated) notes.push({ name: c.id, note: `deprioritized: saturated (kv ${c.signals.kvUsage.toFixed(2)}, queue ${c.signals.queueDepth})` });
+    for (const c of candidates)
+      if (c.saturated) notes.push({ name: c.id, note: `deprioritized: saturated (kv ${c.signals.kvUsage.toFixed(2)}, queue ${c.signals.queueDepth})` });
   }
   const facts = { candidates: candidates.length, saturated: candidates.length - unsaturated.length, excluded: excluded.length };
   // Picks are timed only against a finite budget (the simulator and `explain` have none).
@@ -75,7 +76,11 @@ export function chooseReplica(
         notes.push({ name: slot.name, note: suspends ? 'skipped: over budget 3 times, suspended' : `skipped: ${error.note}` });
         continue;
       }
-      (incidents === NO_INCIDENTS ? (incidents = []) : incidents).push({ strategy: slot.name, fault: 'threw', detail: cleanReason((error as Error)?.message ?? String(error)) });
+      (incidents === NO_INCIDENTS ? (incidents = []) : incidents).push({
+        strategy: slot.name,
+        fault: 'threw',
+        detail: cleanReason((error as Error)?.message ?? String(error)),
+      });
       notes.push({ name: slot.name, note: 'skipped: threw' });
       continue;
     }
@@ -92,11 +97,19 @@ export function chooseReplica(
     const at = typeof result.replica === 'string' ? candidatePositions(preferred).get(result.replica) : undefined;
     const chosen = at === undefined ? undefined : preferred[at];
     if (!chosen) {
-      (incidents === NO_INCIDENTS ? (incidents = []) : incidents).push({ strategy: slot.name, fault: 'bad_answer', detail: `answered ${cleanReason(JSON.stringify(result.replica) ?? 'undefined')}, not one of its candidates` });
+      (incidents === NO_INCIDENTS ? (incidents = []) : incidents).push({
+        strategy: slot.name,
+        fault: 'bad_answer',
+        detail: `answered ${cleanReason(JSON.stringify(result.replica) ?? 'undefined')}, not one of its candidates`,
+      });
       notes.push({ name: slot.name, note: 'skipped: answered a replica it was not given' });
       continue;
     }
-    const alternatives = (result.alternatives ?? []).map((a) => ({ name: cleanReason(a.replica), score: a.score, note: a.note === undefined ? undefined : cleanReason(a.note) }));
+    const alternatives = (result.alternatives ?? []).map((a) => ({
+      name: cleanReason(a.replica),
+      score: a.score,
+      note: a.note === undefined ? undefined : cleanReason(a.note),
+    }));
     if (timed) for (let j = i + 1; j < chain.length; j++) pickMs.push(NaN);
     return {
       replica: chosen,

@@ -85,7 +85,13 @@ export type PolicyStatus = {
   readonly loadedAt: string;
   readonly files: readonly string[];
   /** `isolation`: the plugin's cage (state, quarantine, counts); absent when loaded inline. */
-  readonly plugins: readonly { readonly name: string; readonly version: string; readonly file: string; readonly hash: string; readonly isolation?: CageStatus }[];
+  readonly plugins: readonly {
+    readonly name: string;
+    readonly version: string;
+    readonly file: string;
+    readonly hash: string;
+    readonly isolation?: CageStatus;
+  }[];
   readonly pluginDirs: readonly string[];
   /** Requests holding the live snapshot. */
   readonly inFlight: number;
@@ -187,7 +193,8 @@ export class PolicyStore {
         void this.#loader.close();
       }
       const problems = [...first.problems];
-      if (cp && !cp.table()) problems.unshift({ file: cp.url, line: 1, col: 1, message: `no routing table yet: ${cp.status().errors.join('; ') || 'none served'}` });
+      if (cp && !cp.table())
+        problems.unshift({ file: cp.url, line: 1, col: 1, message: `no routing table yet: ${cp.status().errors.join('; ') || 'none served'}` });
       throw new PolicyError(problems);
     }
   }
@@ -316,11 +323,18 @@ export class PolicyStore {
     try {
       inputs = await read(newest);
     } catch (error) {
-      return this.#finish(reason, started, 'refused', [{ file: displayPath(this.dir), line: 1, col: 1, message: `could not read the policy: ${(error as Error).message}` }]);
+      return this.#finish(reason, started, 'refused', [
+        { file: displayPath(this.dir), line: 1, col: 1, message: `could not read the policy: ${(error as Error).message}` },
+      ]);
     }
     if (inputs.unsettled.length) {
       if (!lastTry) return 'deferred';
-      return this.#finish(reason, started, 'refused', inputs.unsettled.map((file) => ({ file, line: 1, col: 1, message: 'kept changing while being read; not applied' })));
+      return this.#finish(
+        reason,
+        started,
+        'refused',
+        inputs.unsettled.map((file) => ({ file, line: 1, col: 1, message: 'kept changing while being read; not applied' })),
+      );
     }
     if (current && inputs.hash === this.#inputsHash) return this.#finish(reason, started, 'unchanged', []);
     if (inputs.hash === this.#refused?.hash) return this.#finish(reason, started, 'refused', this.#refused.problems, { repeat: true });
@@ -368,7 +382,9 @@ export class PolicyStore {
     this.#emit('swap', { snapshot, previous, reason, durationMs });
     retirePrevious();
     if (this.#watcher) {
-      this.#watcher.watch(this.#watchPaths()).catch((error) => this.#log?.warn('policy watcher: could not watch the new plugin directories', { error: (error as Error).message }));
+      this.#watcher
+        .watch(this.#watchPaths())
+        .catch((error) => this.#log?.warn('policy watcher: could not watch the new plugin directories', { error: (error as Error).message }));
     }
   }
 
@@ -389,7 +405,11 @@ export class PolicyStore {
     if (result === 'refused' && !options.repeat) {
       this.#log?.warn(`policy reload refused (${reason}): keeping generation ${outcome.generation}`, { errors: outcome.errors });
     } else if (result === 'live') {
-      this.#log?.info(`policy generation ${outcome.generation} live (${reason})`, { hash: outcome.hash, durationMs: Math.round(outcome.durationMs * 10) / 10, ...(problems.length ? { tableRejected: outcome.errors } : {}) });
+      this.#log?.info(`policy generation ${outcome.generation} live (${reason})`, {
+        hash: outcome.hash,
+        durationMs: Math.round(outcome.durationMs * 10) / 10,
+        ...(problems.length ? { tableRejected: outcome.errors } : {}),
+      });
     }
     this.#emit('reload', outcome);
     return outcome;

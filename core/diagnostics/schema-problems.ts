@@ -14,12 +14,7 @@ export interface LocatedDocument {
 }
 
 /** Runs a compiled schema and turns its errors into located problems. */
-export function schemaProblems(
-  validate: ValidateFunction,
-  data: unknown,
-  source: LocatedDocument,
-  basePath: PathSegment[] = [],
-): PolicyProblem[] {
+export function schemaProblems(validate: ValidateFunction, data: unknown, source: LocatedDocument, basePath: PathSegment[] = []): PolicyProblem[] {
   if (validate(data)) return [];
   return pickErrors(validate.errors ?? []).map((error) => {
     const path = [...basePath, ...pointerToPath(error.instancePath)];

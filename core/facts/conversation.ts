@@ -4,10 +4,18 @@
 // conversation_headers), the first one present wins.
 
 /** The default list, in the order they are read. */
-export const DEFAULT_CONVERSATION_HEADERS: readonly string[] = Object.freeze(['x-conversation-id', 'x-session-affinity', 'session-id', 'x-claude-code-session-id']);
+export const DEFAULT_CONVERSATION_HEADERS: readonly string[] = Object.freeze([
+  'x-conversation-id',
+  'x-session-affinity',
+  'session-id',
+  'x-claude-code-session-id',
+]);
 
 /** The first non-empty header of `names` (lower case) and its value. */
-export function conversationFrom(headers: Readonly<Record<string, string | string[] | undefined>>, names: readonly string[]): { header: string; value: string } | undefined {
+export function conversationFrom(
+  headers: Readonly<Record<string, string | string[] | undefined>>,
+  names: readonly string[],
+): { header: string; value: string } | undefined {
   for (const name of names) {
     const raw = headers[name];
     const value = Array.isArray(raw) ? raw[0] : raw;

@@ -48,7 +48,10 @@ function anthropicText(content: unknown): string {
 
 function joined(value: unknown): string {
   if (typeof value === 'string') return value;
-  if (Array.isArray(value)) return value.map((v) => (typeof v === 'string' ? v : v !== null && typeof v === 'object' ? contentText((v as Body).text ?? (v as Body).content) : '')).join('\n');
+  if (Array.isArray(value))
+    return value
+      .map((v) => (typeof v === 'string' ? v : v !== null && typeof v === 'object' ? contentText((v as Body).text ?? (v as Body).content) : ''))
+      .join('\n');
   return '';
 }
 
@@ -60,7 +63,11 @@ export function endpointPrompt(endpoint: VllmEndpoint, body: Body): EndpointProm
   switch (endpoint) {
     case 'responses': {
       const messages = responsesMessages(body);
-      return { text: renderMessages(messages), messageCount: Math.max(1, messages.length), maxTokens: (body.max_output_tokens ?? undefined) as number | undefined };
+      return {
+        text: renderMessages(messages),
+        messageCount: Math.max(1, messages.length),
+        maxTokens: (body.max_output_tokens ?? undefined) as number | undefined,
+      };
     }
     case 'messages': {
       const messages = (body.messages as Message[]).map((m) => ({ role: m.role, content: anthropicText(m.content) }));

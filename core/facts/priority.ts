@@ -49,11 +49,19 @@ export function resolvePriority(
   else {
     level = names.get(sent);
     if (level === undefined) {
-      return rejection('invalid_request', `x-priority "${sent}" is not a priority this router knows: send an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY} or one of ${[...names.keys()].join(', ')}.`, { param: 'x-priority' });
+      return rejection(
+        'invalid_request',
+        `x-priority "${sent}" is not a priority this router knows: send an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY} or one of ${[...names.keys()].join(', ')}.`,
+        { param: 'x-priority' },
+      );
     }
   }
   if (!Number.isInteger(level) || level < MIN_PRIORITY || level > MAX_PRIORITY) {
-    return rejection('invalid_request', `x-priority must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY} (or one of ${[...names.keys()].join(', ')}), not ${level}.`, { param: 'x-priority' });
+    return rejection(
+      'invalid_request',
+      `x-priority must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY} (or one of ${[...names.keys()].join(', ')}), not ${level}.`,
+      { param: 'x-priority' },
+    );
   }
   return Math.min(level, tenant.maxPriority);
 }

@@ -71,9 +71,10 @@ export interface FactsOptions {
 }
 
 const ajv = new Ajv({ allErrors: false, strict: false });
-const validators = Object.fromEntries(
-  Object.entries(BODY_SCHEMAS).map(([endpoint, schema]) => [endpoint, ajv.compile(schema)]),
-) as Record<Endpoint, ValidateFunction>;
+const validators = Object.fromEntries(Object.entries(BODY_SCHEMAS).map(([endpoint, schema]) => [endpoint, ajv.compile(schema)])) as Record<
+  Endpoint,
+  ValidateFunction
+>;
 const defaultEstimator = characterClassEstimator(4);
 
 /** An hour: a client that will wait longer for its first token has no deadline worth routing on. */
@@ -118,7 +119,9 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
     const validate = validators[input.endpoint];
     if (!validate(body)) {
       const error = validate.errors![0];
-      const field = error.instancePath ? error.instancePath.slice(1).replace(/\//g, '.') : ((error.params as { missingProperty?: string }).missingProperty ?? 'body');
+      const field = error.instancePath
+        ? error.instancePath.slice(1).replace(/\//g, '.')
+        : ((error.params as { missingProperty?: string }).missingProperty ?? 'body');
       const message = error.keyword === 'required' ? `missing required field "${field}"` : `"${field}" ${error.message}`;
       return rejection('invalid_request', `Invalid request body: ${message}.`, { param: field });
     }
@@ -139,7 +142,11 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
   const priorityHeader = header(input.headers, 'x-priority');
   const priority = priorityHeader === undefined ? undefined : parsePriorityHeader(priorityHeader);
   if (priorityHeader !== undefined && priority === undefined) {
-    return rejection('invalid_request', `x-priority must be an integer (e.g. 0, or -1 to be shed first) or a priority name such as "interactive" or "batch", not "${quoted(priorityHeader)}".`, { param: 'x-priority' });
+    return rejection(
+      'invalid_request',
+      `x-priority must be an integer (e.g. 0, or -1 to be shed first) or a priority name such as "interactive" or "batch", not "${quoted(priorityHeader)}".`,
+      { param: 'x-priority' },
+    );
   }
   const deadlineHeader = header(input.headers, 'x-deadline-ms');
   let deadlineMs: number | undefined;
@@ -147,7 +154,11 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
     // Plain decimal digits only: Number() would also take "0x10", " 5 " and "1e20".
     deadlineMs = /^[0-9]{1,10}$/.test(deadlineHeader) ? Number(deadlineHeader) : NaN;
     if (!(deadlineMs >= 1 && deadlineMs <= MAX_DEADLINE_MS)) {
-      return rejection('invalid_request', `x-deadline-ms must be a whole number of milliseconds from 1 to ${MAX_DEADLINE_MS}, not "${quoted(deadlineHeader)}".`, { param: 'x-deadline-ms' });
+      return rejection(
+        'invalid_request',
+        `x-deadline-ms must be a whole number of milliseconds from 1 to ${MAX_DEADLINE_MS}, not "${quoted(deadlineHeader)}".`,
+        { param: 'x-deadline-ms' },
+      );
     }
   }
   const conversation = conversationFrom(input.headers, options.conversationHeaders ?? DEFAULT_CONVERSATION_HEADERS);
@@ -204,4 +215,3 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
     stream: body.stream === true,
   };
 }
-

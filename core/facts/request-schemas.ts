@@ -115,16 +115,32 @@ const modelOnly = (extra: Record<string, unknown>, keywords?: object) => ({
   properties: { model: common.model, ...extra },
 });
 
-export const tokenizeBody = modelOnly({ prompt: text, messages: chatCompletionBody.properties.messages }, { anyOf: [{ required: ['prompt'] }, { required: ['messages'] }] });
+export const tokenizeBody = modelOnly(
+  { prompt: text, messages: chatCompletionBody.properties.messages },
+  { anyOf: [{ required: ['prompt'] }, { required: ['messages'] }] },
+);
 export const detokenizeBody = modelOnly({ tokens: { type: 'array', maxItems: 1_000_000, items: { type: 'integer' } } }, { required: ['model', 'tokens'] });
-export const rerankBody = modelOnly({ query: { type: ['string', 'object'] }, documents: texts, top_n: { type: ['integer', 'null'], minimum: 0 } }, { required: ['model', 'query', 'documents'] });
+export const rerankBody = modelOnly(
+  { query: { type: ['string', 'object'] }, documents: texts, top_n: { type: ['integer', 'null'], minimum: 0 } },
+  { required: ['model', 'query', 'documents'] },
+);
 export const scoreBody = modelOnly({ text_1: texts, text_2: texts, queries: texts, documents: texts, data_1: texts, data_2: texts });
 export const poolingBody = modelOnly({ input: texts, messages: chatCompletionBody.properties.messages }, messagesOrInput);
 export const classifyBody = modelOnly({ input: texts, messages: chatCompletionBody.properties.messages }, messagesOrInput);
 /** The text fields of an audio request's form (the file itself is not JSON). */
 export const audioBody = modelOnly({ prompt: text, language: text, response_format: text, stream: common.stream });
 
-export type VllmEndpoint = 'responses' | 'messages' | 'tokenize' | 'detokenize' | 'rerank' | 'score' | 'pooling' | 'classify' | 'transcriptions' | 'translations';
+export type VllmEndpoint =
+  | 'responses'
+  | 'messages'
+  | 'tokenize'
+  | 'detokenize'
+  | 'rerank'
+  | 'score'
+  | 'pooling'
+  | 'classify'
+  | 'transcriptions'
+  | 'translations';
 
 export type Endpoint = 'chat' | 'completions' | 'embeddings' | VllmEndpoint;
 

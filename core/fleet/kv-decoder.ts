@@ -28,7 +28,15 @@ let workerScript: Promise<string> | undefined;
 /** The worker's code, bundled once per process (esbuild, as the plugin cage does) into a file named by its hash. */
 async function workerScriptPath(): Promise<string> {
   workerScript ??= import('esbuild').then(async ({ build }) => {
-    const output = await build({ entryPoints: [WORKER_ENTRY], bundle: true, write: false, format: 'esm', platform: 'node', target: 'node20', logLevel: 'silent' });
+    const output = await build({
+      entryPoints: [WORKER_ENTRY],
+      bundle: true,
+      write: false,
+      format: 'esm',
+      platform: 'node',
+      target: 'node20',
+      logLevel: 'silent',
+    });
     const code = output.outputFiles[0].text;
     const dir = join(tmpdir(), 'switchyard-kv');
     mkdirSync(dir, { recursive: true });

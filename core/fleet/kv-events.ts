@@ -140,7 +140,18 @@ interface Budget {
 }
 
 /** Positional field order of each event kind (after the tag), oldest fields first. */
-const STORED_FIELDS = ['block_hashes', 'parent_block_hash', 'token_ids', 'block_size', 'lora_id', 'medium', 'lora_name', 'extra_keys', 'group_idx', 'kv_cache_spec_kind'] as const;
+const STORED_FIELDS = [
+  'block_hashes',
+  'parent_block_hash',
+  'token_ids',
+  'block_size',
+  'lora_id',
+  'medium',
+  'lora_name',
+  'extra_keys',
+  'group_idx',
+  'kv_cache_spec_kind',
+] as const;
 const REMOVED_FIELDS = ['block_hashes', 'medium', 'group_idx'] as const;
 
 function fields<K extends string>(raw: unknown[] | Record<string, unknown>, names: readonly K[]): Record<K, unknown> {
@@ -188,7 +199,8 @@ function decodeStored(f: Record<(typeof STORED_FIELDS)[number], unknown>, budget
   const tokenIds = new Uint32Array(raw.length);
   for (let i = 0; i < raw.length; i++) {
     const id = raw[i];
-    if (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id > 0x7fff_ffff) return { type: 'invalid', reason: 'BlockStored: a token id is not an integer in [0, 2^31)' };
+    if (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id > 0x7fff_ffff)
+      return { type: 'invalid', reason: 'BlockStored: a token id is not an integer in [0, 2^31)' };
     tokenIds[i] = id;
   }
   const blockSize = f.block_size;

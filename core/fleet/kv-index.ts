@@ -415,7 +415,12 @@ export class KvIndex implements KvIndexView {
         const blocks = entry.blocks;
         while (depth < keys.length && blocks.has(keys.keyAt(depth))) depth++;
       }
-      out.push({ replica: entry.id, blocks: depth, tokens: depth * entry.blockSize, ageMs: entry.lastEventAt === -Infinity ? Infinity : now - entry.lastEventAt });
+      out.push({
+        replica: entry.id,
+        blocks: depth,
+        tokens: depth * entry.blockSize,
+        ageMs: entry.lastEventAt === -Infinity ? Infinity : now - entry.lastEventAt,
+      });
     }
     // A prompt shorter than a block asks nothing: it is not a lookup that failed.
     return blocksAsked > 0 ? this.counted(out) : out;

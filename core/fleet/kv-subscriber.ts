@@ -122,7 +122,11 @@ class Subscription {
         }
         const seq = frames.length === 3 ? sequenceOf(frames[1]) : undefined;
         if (seq === undefined) {
-          this.malformed(frames.length === 3 ? `the sequence frame has ${frames[1].length} bytes, not 8` : `expected 3 frames (topic, sequence, payload), got ${frames.length}`);
+          this.malformed(
+            frames.length === 3
+              ? `the sequence frame has ${frames[1].length} bytes, not 8`
+              : `expected 3 frames (topic, sequence, payload), got ${frames.length}`,
+          );
           continue;
         }
         if (this.waiting >= MAX_WAITING_BATCHES) {
@@ -142,7 +146,8 @@ class Subscription {
         });
       }
     } catch (error) {
-      if (!socket.closed && !this.closed) this.log.warn('kv events: the subscription stopped', { replica: this.source.replica, error: (error as Error).message });
+      if (!socket.closed && !this.closed)
+        this.log.warn('kv events: the subscription stopped', { replica: this.source.replica, error: (error as Error).message });
     }
   }
 
@@ -209,7 +214,11 @@ class Subscription {
       }
     } catch (error) {
       // A timeout or an engine without replay: what was missed stays a counted gap.
-      this.log.warn('kv events: replay from the engine did not complete; the missed batches stay a gap', { replica: this.source.replica, replay: this.source.replay, error: (error as Error).message });
+      this.log.warn('kv events: replay from the engine did not complete; the missed batches stay a gap', {
+        replica: this.source.replica,
+        replay: this.source.replay,
+        error: (error as Error).message,
+      });
     } finally {
       dealer?.close();
     }
@@ -268,7 +277,13 @@ export class KvEventFeed {
     const wanted = new Map(sources.map((s) => [s.replica, s]));
     for (const [replica, subscription] of this.subscriptions) {
       const source = wanted.get(replica);
-      if (source && source.endpoint === subscription.source.endpoint && (source.topic ?? '') === (subscription.source.topic ?? '') && source.replay === subscription.source.replay) continue;
+      if (
+        source &&
+        source.endpoint === subscription.source.endpoint &&
+        (source.topic ?? '') === (subscription.source.topic ?? '') &&
+        source.replay === subscription.source.replay
+      )
+        continue;
       subscription.close();
       this.subscriptions.delete(replica);
       this.index.forget(replica);

@@ -137,7 +137,8 @@ export class LiveFleet implements FleetView {
     }
     for (const [id, watch] of this.watches) {
       const target = next.get(id);
-      if (target && target.url === watch.replica.target.url && target.engine === watch.replica.target.engine && target.apiKey === watch.replica.target.apiKey) continue;
+      if (target && target.url === watch.replica.target.url && target.engine === watch.replica.target.engine && target.apiKey === watch.replica.target.apiKey)
+        continue;
       this.watches.delete(id);
       this.ejectedFrom.delete(id);
       this.changes.record(id);
@@ -146,7 +147,9 @@ export class LiveFleet implements FleetView {
     for (const [id, target] of next) {
       if (this.watches.has(id)) continue;
       const watch: Watch = {
-        replica: new WatchedReplica(target, { failAfter: this.settings.failAfter, recoverAfter: this.settings.recoverAfter }, (changed) => this.changes.record(changed)),
+        replica: new WatchedReplica(target, { failAfter: this.settings.failAfter, recoverAfter: this.settings.recoverAfter }, (changed) =>
+          this.changes.record(changed),
+        ),
         loops: [],
       };
       this.watches.set(id, watch);
@@ -213,12 +216,25 @@ export class LiveFleet implements FleetView {
     let ejected = 0;
     for (const member of scope.replicas) if (this.watches.get(member.id)?.replica.ejected) ejected++;
     if (ejected >= allowed) {
-      this.log?.warn('fleet: replica not ejected: its pool has the most ejected at once', { replica: id, pool: scope.key, cause: outcome, ejected, maxEjectionPercent: settings.maxEjectionPercent });
+      this.log?.warn('fleet: replica not ejected: its pool has the most ejected at once', {
+        replica: id,
+        pool: scope.key,
+        cause: outcome,
+        ejected,
+        maxEjectionPercent: settings.maxEjectionPercent,
+      });
       return;
     }
     const ejection = replica.eject(outcome, detail, this.settings.now(), settings);
     this.ejectedFrom.set(id, scope.key);
-    this.log?.warn('fleet: replica ejected', { replica: id, pool: scope.key, cause: outcome, detail, ejectionMs: ejection.until - ejection.ejectedAt, multiplier: ejection.multiplier });
+    this.log?.warn('fleet: replica ejected', {
+      replica: id,
+      pool: scope.key,
+      cause: outcome,
+      detail,
+      ejectionMs: ejection.until - ejection.ejectedAt,
+      multiplier: ejection.multiplier,
+    });
     this.onEjection?.({ replica: id, pool: scope.key, ejection });
   }
 
@@ -283,7 +299,12 @@ export class LiveFleet implements FleetView {
     this.logChange(replica, change, error);
     if (returned) {
       const id = replica.target.id;
-      this.log?.info('fleet: replica back from ejection (health check passed)', { replica: id, pool: this.ejectedFrom.get(id), cause: returned.cause, ejectedForMs: this.settings.now() - returned.ejectedAt });
+      this.log?.info('fleet: replica back from ejection (health check passed)', {
+        replica: id,
+        pool: this.ejectedFrom.get(id),
+        cause: returned.cause,
+        ejectedForMs: this.settings.now() - returned.ejectedAt,
+      });
       this.ejectedFrom.delete(id);
     }
   }

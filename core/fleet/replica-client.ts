@@ -27,7 +27,11 @@ export class ReplicaClient {
   private readonly headers: Record<string, string>;
 
   /** `apiKey`: the engine's key, for engines that guard /metrics and /health too. */
-  constructor(url: string, private readonly timeoutMs: number, apiKey?: string) {
+  constructor(
+    url: string,
+    private readonly timeoutMs: number,
+    apiKey?: string,
+  ) {
     this.headers = apiKey === undefined ? { accept: 'text/plain' } : { accept: 'text/plain', authorization: `Bearer ${apiKey}` };
     const parsed = new URL(url);
     // A replica may sit under a path prefix (http://gw/replica-a): keep it.

@@ -23,13 +23,13 @@ export class AdmissionMetrics {
     });
     this.settlements = new Counter({
       name: 'switchyard_quota_settlements_total',
-      help: 'Token-quota charges settled on the engine\'s usage (settled) or left at the estimate, by why (missing, invalid, absurd, duplicate, broken: charged what was delivered).',
+      help: "Token-quota charges settled on the engine's usage (settled) or left at the estimate, by why (missing, invalid, absurd, duplicate, broken: charged what was delivered).",
       labelNames: ['outcome'] as const,
       registers,
     });
     this.settledTokens = new Counter({
       name: 'switchyard_quota_settled_tokens_total',
-      help: 'Weighted tokens given back to (refund) or taken from (charge) tenants\' buckets once usage was known.',
+      help: "Weighted tokens given back to (refund) or taken from (charge) tenants' buckets once usage was known.",
       labelNames: ['direction'] as const,
       registers,
     });
@@ -41,7 +41,7 @@ export class AdmissionMetrics {
     });
     this.fallbacks = new Counter({
       name: 'switchyard_model_fallbacks_total',
-      help: 'Requests sent to a model\'s fallback model because every pool of the model they were routed to refused for capacity, by model left (from) and model used (to).',
+      help: "Requests sent to a model's fallback model because every pool of the model they were routed to refused for capacity, by model left (from) and model used (to).",
       labelNames: ['from', 'to'] as const,
       registers,
     });

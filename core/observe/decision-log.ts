@@ -108,7 +108,19 @@ export class DecisionLog {
    * generic walk costs several times more, on every request.
    */
   private boundedDecision(json: Record<string, unknown>): Record<string, unknown> {
-    const j = json as { requestId: unknown; tenant: unknown; model: unknown; version: unknown; adapter: unknown; pool: unknown; replica: unknown; reason: unknown; error?: unknown; action?: unknown; trace: DecisionTrace };
+    const j = json as {
+      requestId: unknown;
+      tenant: unknown;
+      model: unknown;
+      version: unknown;
+      adapter: unknown;
+      pool: unknown;
+      replica: unknown;
+      reason: unknown;
+      error?: unknown;
+      action?: unknown;
+      trace: DecisionTrace;
+    };
     let v: unknown;
     if ((v = this.boundedValue(j.requestId)) !== j.requestId) j.requestId = v;
     if ((v = this.boundedValue(j.tenant)) !== j.tenant) j.tenant = v;

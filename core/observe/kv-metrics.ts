@@ -29,7 +29,6 @@ const RESULTS: Record<Exclude<keyof KvIndexCounters, keyof typeof SKIPPED | 'blo
   overloaded: 'overloaded',
 };
 
-
 export function registerKvMetrics(registry: Registry, index: KvIndex): void {
   new Counter({
     name: 'switchyard_kv_event_batches_total',

@@ -130,7 +130,10 @@ export class RouterMetrics {
   readonly replicaKvUsage = this.replicaGauge('switchyard_replica_kv_usage', 'KV cache usage (0..1) last scraped from each replica.');
   readonly replicaQueue = this.replicaGauge('switchyard_replica_queue_depth', 'Requests waiting in each replica, last scraped.');
   readonly replicaInFlight = this.replicaGauge('switchyard_replica_in_flight', 'Requests this router has in flight on each replica.');
-  readonly replicaSignalAge = this.replicaGauge('switchyard_replica_signal_age_seconds', 'Age of the scraped load signals of each replica (+Inf before the first scrape).');
+  readonly replicaSignalAge = this.replicaGauge(
+    'switchyard_replica_signal_age_seconds',
+    'Age of the scraped load signals of each replica (+Inf before the first scrape).',
+  );
   readonly replicaHealthy = this.replicaGauge('switchyard_replica_ready', '1 when the replica takes new requests (ready or not yet checked), else 0.');
   readonly replicaEjected = this.replicaGauge('switchyard_replica_ejected', '1 while outlier detection has the replica ejected, else 0.');
   /** Shedding, quota settlement, load in tokens (admission-metrics.ts). */

@@ -48,7 +48,11 @@ export class RequestTrace {
     attributes: Attributes,
   ) {
     const parent = propagator.extract(ROOT_CONTEXT, headers, headerGetter);
-    this.span = tracer.startSpan(`POST ${route}`, { kind: SpanKind.SERVER, attributes: { 'http.request.method': 'POST', 'http.route': route, ...attributes } }, parent);
+    this.span = tracer.startSpan(
+      `POST ${route}`,
+      { kind: SpanKind.SERVER, attributes: { 'http.request.method': 'POST', 'http.route': route, ...attributes } },
+      parent,
+    );
     this.context = trace.setSpan(parent, this.span);
   }
 

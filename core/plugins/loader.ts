@@ -268,7 +268,15 @@ export class PluginLoader {
   }
 
   /** Starts the plugin's worker; its module is checked there, its sdk range and config schema here. */
-  async #cage(path: string, url: string, map: string | undefined, file: string, inputs: Map<string, string>, hash: string, cacheDir: string): Promise<CacheEntry> {
+  async #cage(
+    path: string,
+    url: string,
+    map: string | undefined,
+    file: string,
+    inputs: Map<string, string>,
+    hash: string,
+    cacheDir: string,
+  ): Promise<CacheEntry> {
     this.#stats.imports++;
     const started = await PluginCage.start(url, file, this.#limits, this.#log);
     const at = { file, ...locateDefaultExport(path) };
@@ -364,7 +372,10 @@ const sdkAlias: Plugin = {
 };
 
 function noDefaultExport(at: { file: string; line: number; col: number }, names: readonly string[]): PolicyProblem {
-  return { ...at, message: `no default export${names.length ? ` (it exports ${names.join(', ')})` : ''}: a plugin default-exports { name, version, sdk, create }` };
+  return {
+    ...at,
+    message: `no default export${names.length ? ` (it exports ${names.join(', ')})` : ''}: a plugin default-exports { name, version, sdk, create }`,
+  };
 }
 
 function compileProblem(message: Message, dir: string, file: string): PolicyProblem {

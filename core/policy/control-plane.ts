@@ -95,7 +95,8 @@ export class ControlPlaneSource {
     this.#timeoutMs = options.timeoutMs ?? 5_000;
     this.#headers = options.headers ?? {};
     this.#log = options.log;
-    this.cacheFile = options.cacheFile ?? join(tmpdir(), `switchyard-routing-table-${createHash('sha256').update(options.url).digest('hex').slice(0, 12)}.json`);
+    this.cacheFile =
+      options.cacheFile ?? join(tmpdir(), `switchyard-routing-table-${createHash('sha256').update(options.url).digest('hex').slice(0, 12)}.json`);
   }
 
   /** Reads the saved table, asks once, then polls every TTL until stop(). */
@@ -141,7 +142,9 @@ export class ControlPlaneSource {
       if (this.#stopped) return 'unchanged';
       this.#failures++;
       const reason = error instanceof Error && error.name === 'TimeoutError' ? `no answer within ${this.#timeoutMs} ms` : describeFetchError(error);
-      this.#set('unreachable', [`${this.url}: unreachable: ${reason}; keeping the ${this.#newest ? `last good table (${this.#tableFrom})` : 'local policy only (no table yet)'}`]);
+      this.#set('unreachable', [
+        `${this.url}: unreachable: ${reason}; keeping the ${this.#newest ? `last good table (${this.#tableFrom})` : 'local policy only (no table yet)'}`,
+      ]);
       return 'failed';
     }
     const etag = response.headers.get('etag') ?? undefined;

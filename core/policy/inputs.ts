@@ -79,7 +79,15 @@ export function policyInputsFromTexts(texts: Record<string, string>, options: { 
   const files = Object.entries(texts).map(([file, text]) => ({ path: file, file, text }));
   const hash = createHash('sha256');
   for (const f of files) hash.update(f.file).update('\0').update(f.text).update('\0');
-  return { dir: '', files, pluginDirs: [], plugins: { plugins: [], registry: options.registry, problems: [], hash: '' }, hash: hash.digest('hex').slice(0, 16), problems: [], unsettled: [] };
+  return {
+    dir: '',
+    files,
+    pluginDirs: [],
+    plugins: { plugins: [], registry: options.registry, problems: [], hash: '' },
+    hash: hash.digest('hex').slice(0, 16),
+    problems: [],
+    unsettled: [],
+  };
 }
 
 /** A file's text, read so that a save in progress is noticed: undefined when it kept changing. */

@@ -27,7 +27,10 @@ export function compileInputs(inputs: PolicyInputs, options: InputCompileOptions
   const fileNames = inputs.files.map((f) => f.file);
   if (inputs.problems.length) return { problems: inputs.problems, files: fileNames };
   if (inputs.unsettled.length) {
-    return { problems: inputs.unsettled.map((file) => ({ file, line: 1, col: 1, message: 'the file changed while it was read (a save in progress?)' })), files: fileNames };
+    return {
+      problems: inputs.unsettled.map((file) => ({ file, line: 1, col: 1, message: 'the file changed while it was read (a save in progress?)' })),
+      files: fileNames,
+    };
   }
   const parsed: { source?: PolicySource; problems: PolicyProblem[] }[] = inputs.files.map((f) => parsePolicyText(f.file, f.text));
   if (inputs.table) {

@@ -32,18 +32,20 @@ export interface RoutingTable {
 }
 
 /** Parses and schema-checks a served table on its own; a table with problems is never used. */
-export function parseRoutingTable(
-  origin: string,
-  text: string,
-  etag?: string,
-): { table?: RoutingTable; sources: PolicySource[]; problems: PolicyProblem[] } {
+export function parseRoutingTable(origin: string, text: string, etag?: string): { table?: RoutingTable; sources: PolicySource[]; problems: PolicyProblem[] } {
   const sources = routingTableSources(origin, text);
   if (sources.problems.length) return { sources: [], problems: sources.problems };
   const problems = sources.sources.flatMap((source) => checkSchema(source).problems);
   if (problems.length) return { sources: [], problems };
   const data = sources.root as { version?: unknown };
   return {
-    table: { origin, text, hash: createHash('sha256').update(text).digest('hex').slice(0, 16), version: data.version === undefined ? undefined : String(data.version), etag },
+    table: {
+      origin,
+      text,
+      hash: createHash('sha256').update(text).digest('hex').slice(0, 16),
+      version: data.version === undefined ? undefined : String(data.version),
+      etag,
+    },
     sources: sources.sources,
     problems: [],
   };
@@ -74,7 +76,12 @@ export function routingTableSources(origin: string, text: string): { root?: unkn
     if (!fields.some((field) => data[field] !== undefined)) return undefined;
     const doc: Record<string, unknown> = { kind };
     for (const field of fields) if (data[field] !== undefined) doc[field] = data[field];
-    return { file: origin, text, data: doc, locate: (path, key) => (path.length === 1 && path[0] === 'kind' ? whole.locate(['kind']) : whole.locate(path, key)) };
+    return {
+      file: origin,
+      text,
+      data: doc,
+      locate: (path, key) => (path.length === 1 && path[0] === 'kind' ? whole.locate(['kind']) : whole.locate(path, key)),
+    };
   };
   const sources = [part('models', MODEL_FIELDS), part('pools', POOL_FIELDS)].filter((s): s is PolicySource => s !== undefined);
   return { root: data, sources, problems: [] };

@@ -35,9 +35,10 @@ export function checkSchema(source: PolicySource): { kind?: PolicyKind; problems
   const kind = data.kind;
   if (typeof kind !== 'string' || !(POLICY_KINDS as readonly string[]).includes(kind)) {
     return {
-      problems: [{ ...at(['kind']), message: `kind ${kind === undefined ? 'is missing' : `"${String(kind)}" is unknown`}; expected one of ${POLICY_KINDS.join(', ')}` }],
+      problems: [
+        { ...at(['kind']), message: `kind ${kind === undefined ? 'is missing' : `"${String(kind)}" is unknown`}; expected one of ${POLICY_KINDS.join(', ')}` },
+      ],
     };
   }
   return { kind: kind as PolicyKind, problems: schemaProblems(validatorFor(kind as PolicyKind), data, source) };
 }
-

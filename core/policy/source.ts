@@ -34,7 +34,11 @@ export function parsePolicyText(file: string, text: string): { source?: PolicySo
     // The first syntax error only: the parser's later ones follow from it (one tab can make dozens).
     const [error] = doc.errors;
     const more = doc.errors.length > 1 ? ` (the parser found ${doc.errors.length - 1} more after it; fix this one first)` : '';
-    return { problems: [{ file, ...position(error.pos[0]), message: `${basename(file).endsWith('.json') ? 'JSON' : 'YAML'} syntax: ${firstLine(error.message)}${more}` }] };
+    return {
+      problems: [
+        { file, ...position(error.pos[0]), message: `${basename(file).endsWith('.json') ? 'JSON' : 'YAML'} syntax: ${firstLine(error.message)}${more}` },
+      ],
+    };
   }
   let data: unknown;
   try {

@@ -28,7 +28,13 @@ export interface TableBuildRequest<T> {
 }
 
 export type TableBuild<T> =
-  | { readonly snapshot: T; readonly inputs: PolicyInputs; readonly table?: RoutingTable; readonly tableProblems: readonly PolicyProblem[]; readonly rejectedHash?: string }
+  | {
+      readonly snapshot: T;
+      readonly inputs: PolicyInputs;
+      readonly table?: RoutingTable;
+      readonly tableProblems: readonly PolicyProblem[];
+      readonly rejectedHash?: string;
+    }
   | { readonly snapshot?: undefined; readonly problems: readonly PolicyProblem[]; readonly failedHash: string };
 
 export async function buildWithTableFallback<T>(request: TableBuildRequest<T>): Promise<TableBuild<T>> {

@@ -60,7 +60,14 @@ export function admissionCost(facts: CostFacts, weights: TokenWeights, contextTo
     perChoice = facts.maxTokens ?? (contextTokens === undefined ? defaultMaxTokens : Math.max(0, contextTokens - prompt));
   }
   const completion = perChoice * Math.min(MAX_CHOICES, Math.max(1, facts.choices ?? 1));
-  return { requests: 1, tokens: prompt * weights.prompt + completion * weights.completion, promptTokens: prompt, completionTokens: completion, bounded, weights };
+  return {
+    requests: 1,
+    tokens: prompt * weights.prompt + completion * weights.completion,
+    promptTokens: prompt,
+    completionTokens: completion,
+    bounded,
+    weights,
+  };
 }
 
 /** An engine's `usage`, checked. */

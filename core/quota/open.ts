@@ -5,7 +5,11 @@ import { MemoryQuotaStore, type QuotaStore } from '../decide/quota.ts';
 import type { QuotaStoreSettings } from '../policy/compiled.ts';
 import { RedisQuotaStore } from './redis-quota-store.ts';
 
-export async function openQuotaStore(settings: QuotaStoreSettings, urlOverride: string | undefined, log: Logger): Promise<QuotaStore & { close?(): Promise<void> }> {
+export async function openQuotaStore(
+  settings: QuotaStoreSettings,
+  urlOverride: string | undefined,
+  log: Logger,
+): Promise<QuotaStore & { close?(): Promise<void> }> {
   const url = urlOverride ?? settings.redisUrl;
   if (!url) return new MemoryQuotaStore();
   return RedisQuotaStore.open({ ...settings, url }, log);

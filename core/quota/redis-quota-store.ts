@@ -15,7 +15,16 @@
 import { Redis } from 'ioredis';
 import type { Logger } from '../../sdk/index.ts';
 import type { QuotaStoreSettings } from '../policy/compiled.ts';
-import { hasQuota, MemoryQuotaStore, secondsUntil, type QuotaCost, type QuotaLimits, type QuotaStore, type QuotaStoreObserver, type QuotaVerdict } from '../decide/quota.ts';
+import {
+  hasQuota,
+  MemoryQuotaStore,
+  secondsUntil,
+  type QuotaCost,
+  type QuotaLimits,
+  type QuotaStore,
+  type QuotaStoreObserver,
+  type QuotaVerdict,
+} from '../decide/quota.ts';
 import { TOKEN_BUCKET_LUA } from './token-bucket.lua.ts';
 
 /** The settings' quota_store block (core/policy/compile/settings.ts), with the URL chosen. */
@@ -195,7 +204,18 @@ export class RedisQuotaStore implements QuotaStore {
       batch.map(([tenant, { tokens, limits }]) =>
         tokens === 0
           ? undefined
-          : this.redis.tokenBucket(this.key(tenant), tokens > 0 ? 'give' : 'charge', limits.requestsPerMinute ?? -1, limits.tokensPerMinute ?? -1, 0, Math.abs(tokens), 0, 0, '', KEY_TTL_MS),
+          : this.redis.tokenBucket(
+              this.key(tenant),
+              tokens > 0 ? 'give' : 'charge',
+              limits.requestsPerMinute ?? -1,
+              limits.tokensPerMinute ?? -1,
+              0,
+              Math.abs(tokens),
+              0,
+              0,
+              '',
+              KEY_TTL_MS,
+            ),
       ),
     );
     // A settlement lost to an outage costs at most what the bucket refills within a minute anyway.
@@ -325,7 +345,10 @@ export class RedisQuotaStore implements QuotaStore {
     const half = this.settings.leaseFraction / 2;
     const rpm = limits.requestsPerMinute;
     const tpm = limits.tokensPerMinute;
-    return (rpm !== undefined && lease.requests < Math.max(lease.lastCost.requests, rpm * half)) || (tpm !== undefined && lease.tokens < Math.max(lease.lastCost.tokens, tpm * half));
+    return (
+      (rpm !== undefined && lease.requests < Math.max(lease.lastCost.requests, rpm * half)) ||
+      (tpm !== undefined && lease.tokens < Math.max(lease.lastCost.tokens, tpm * half))
+    );
   }
 
   private fallbackCheck(tenant: string, cost: QuotaCost, limits: QuotaLimits, now: number): QuotaVerdict {
@@ -406,7 +429,9 @@ export class RedisQuotaStore implements QuotaStore {
     // Denials and fail-open spending were local guesses; the shared bucket is the truth again.
     for (const lease of this.leases.values()) lease.deniedUntil = 0;
     this.observer?.up(true);
-    this.log.info(`quota store: Redis answers again after ${Date.now() - this.downSince} ms; quotas are shared again`, { redis: redactedUrl(this.settings.url) });
+    this.log.info(`quota store: Redis answers again after ${Date.now() - this.downSince} ms; quotas are shared again`, {
+      redis: redactedUrl(this.settings.url),
+    });
   }
 }
 

@@ -151,11 +151,7 @@ export function compileRuleSet<Target = string>(
 }
 
 /** The first rule that matches and whose target `accept` takes (first match wins). */
-export function firstMatch<Target>(
-  set: RuleSet<Target>,
-  facts: Facts,
-  accept?: (target: Target) => string | null,
-): RuleMatch<Target> {
+export function firstMatch<Target>(set: RuleSet<Target>, facts: Facts, accept?: (target: Target) => string | null): RuleMatch<Target> {
   let skipped: { rule: string; why: string }[] | undefined;
   for (const rule of set.rules) {
     if (!rule.test(facts)) continue;

@@ -94,7 +94,11 @@ class KeywordSet {
         state = to;
       }
       // A boundary is needed only where the keyword's own edge is a word character ("c++" may be followed by anything).
-      this.ends[state].push({ length: keyword.length, wordStart: isWordCode(keyword.charCodeAt(0)), wordEnd: isWordCode(keyword.charCodeAt(keyword.length - 1)) });
+      this.ends[state].push({
+        length: keyword.length,
+        wordStart: isWordCode(keyword.charCodeAt(0)),
+        wordEnd: isWordCode(keyword.charCodeAt(keyword.length - 1)),
+      });
     }
     // Breadth first: a state's fail link is the longest proper suffix that is also a prefix.
     const queue: number[] = [...this.next[0].values()];

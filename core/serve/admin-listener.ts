@@ -58,7 +58,10 @@ export async function startAdminListener(
   // Before any route, the 404s included: no answer goes to a rebound host name or another site's page.
   app.addHook('onRequest', adminOriginGuard(options.host ?? DEFAULT_ADMIN_HOST));
   app.setNotFoundHandler((request, reply) => {
-    const r = rejection('route_not_found', `No route ${request.method} ${request.url.split('?')[0].slice(0, 200)} on the admin listener. It serves /admin/state, /admin/decisions, /admin/reload, /admin/replicas/ID/drain, /admin/explorer, /healthz, /readyz and /metrics.`);
+    const r = rejection(
+      'route_not_found',
+      `No route ${request.method} ${request.url.split('?')[0].slice(0, 200)} on the admin listener. It serves /admin/state, /admin/decisions, /admin/reload, /admin/replicas/ID/drain, /admin/explorer, /healthz, /readyz and /metrics.`,
+    );
     reply.code(404).headers(rejectionHeaders(r, request.id)).send(errorBody(r));
   });
   registerProbeRoutes(app, hooks);

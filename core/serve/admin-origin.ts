@@ -45,16 +45,28 @@ export function adminOriginGuard(configuredHost: string) {
     if (host !== undefined) {
       const name = hostName(host);
       if (name === undefined || !known(name)) {
-        return refuse(request, reply, `The admin listener does not answer to Host "${host.slice(0, 100)}"; reach it as 127.0.0.1, localhost or ${configuredHost}.`);
+        return refuse(
+          request,
+          reply,
+          `The admin listener does not answer to Host "${host.slice(0, 100)}"; reach it as 127.0.0.1, localhost or ${configuredHost}.`,
+        );
       }
     }
     const site = request.headers['sec-fetch-site'];
     if (site !== undefined && site !== 'same-origin' && site !== 'none') {
-      return refuse(request, reply, `The admin listener refuses requests sent by another site's page (Sec-Fetch-Site: ${String(site).slice(0, 20)}); open its pages from the admin listener itself, or use curl.`);
+      return refuse(
+        request,
+        reply,
+        `The admin listener refuses requests sent by another site's page (Sec-Fetch-Site: ${String(site).slice(0, 20)}); open its pages from the admin listener itself, or use curl.`,
+      );
     }
     const origin = request.headers.origin;
     if (origin !== undefined && host !== undefined && origin !== `http://${host}` && origin !== `https://${host}`) {
-      return refuse(request, reply, `The admin listener refuses requests from another origin (${origin.slice(0, 100)}); open its pages from the admin listener itself, or use curl.`);
+      return refuse(
+        request,
+        reply,
+        `The admin listener refuses requests from another origin (${origin.slice(0, 100)}); open its pages from the admin listener itself, or use curl.`,
+      );
     }
   };
 }
@@ -69,5 +81,9 @@ export async function requireNonSimple(request: FastifyRequest, reply: FastifyRe
   const type = request.headers['content-type'];
   if (typeof type === 'string' && /^application\/json\s*(;|$)/i.test(type)) return;
   if (request.headers.authorization !== undefined || request.headers[ADMIN_INTENT_HEADER] !== undefined) return;
-  return refuse(request, reply, `A state change needs a JSON body ("Content-Type: application/json") or the header "${ADMIN_INTENT_HEADER}: 1" (curl -X POST -H '${ADMIN_INTENT_HEADER}: 1' ...), so that no web page can send it.`);
+  return refuse(
+    request,
+    reply,
+    `A state change needs a JSON body ("Content-Type: application/json") or the header "${ADMIN_INTENT_HEADER}: 1" (curl -X POST -H '${ADMIN_INTENT_HEADER}: 1' ...), so that no web page can send it.`,
+  );
 }

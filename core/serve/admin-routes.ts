@@ -26,7 +26,12 @@ const MAX_LIMIT = 1000;
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 
 function reject(reply: FastifyReply, request: FastifyRequest, status: 400 | 403 | 404, message: string, param?: string) {
-  const base = status === 403 ? rejection('invalid_api_key', message) : status === 404 ? rejection('route_not_found', message) : rejection('invalid_request', message, { param });
+  const base =
+    status === 403
+      ? rejection('invalid_api_key', message)
+      : status === 404
+        ? rejection('route_not_found', message)
+        : rejection('invalid_request', message, { param });
   const r = status === 403 ? { ...base, status: 403, type: 'permission_error' } : base;
   return reply.code(status).headers(rejectionHeaders(r, request.id)).send(errorBody(r));
 }
@@ -69,12 +74,18 @@ export function registerAdminRoutes(app: FastifyInstance, hooks: AdminHooks, tok
     let limit = DEFAULT_LIMIT;
     if (limitText !== undefined) {
       limit = /^\d{1,7}$/.test(limitText) ? Number(limitText) : NaN;
-      if (!(limit >= 1 && limit <= MAX_LIMIT)) return reject(reply, request, 400, `"limit" must be a whole number from 1 to ${MAX_LIMIT}, not ${JSON.stringify(limitText.slice(0, 40))}.`, 'limit');
+      if (!(limit >= 1 && limit <= MAX_LIMIT))
+        return reject(reply, request, 400, `"limit" must be a whole number from 1 to ${MAX_LIMIT}, not ${JSON.stringify(limitText.slice(0, 40))}.`, 'limit');
     }
     const requestId = query.requestId as string | undefined;
     if (requestId === undefined) return { decisions: hooks.decisions(limit) };
     if (!REQUEST_ID.test(requestId)) return reject(reply, request, 400, '"requestId" must be 1 to 128 printable characters.', 'requestId');
-    return { decisions: hooks.decisions(MAX_LIMIT).filter((d) => d.requestId === requestId).slice(0, limit) };
+    return {
+      decisions: hooks
+        .decisions(MAX_LIMIT)
+        .filter((d) => d.requestId === requestId)
+        .slice(0, limit),
+    };
   });
 
   app.get<{ Params: { requestId: string } }>('/admin/decisions/:requestId', { onRequest: guard }, async (request, reply) => {
@@ -88,23 +99,19 @@ export function registerAdminRoutes(app: FastifyInstance, hooks: AdminHooks, tok
   // State changes: never from a cross-site form (admin-origin.ts).
   app.post('/admin/reload', { onRequest: [guard, requireNonSimple] }, async () => hooks.reload());
 
-  app.post<{ Params: { id: string }; Body: unknown }>(
-    '/admin/replicas/:id/drain',
-    { onRequest: [guard, requireNonSimple] },
-    async (request, reply) => {
-      // No body drains; a body is exactly {"draining": true|false}: "no" is not false.
-      const body = request.body;
-      let draining = true;
-      if (body !== undefined && body !== null) {
-        const fields = typeof body === 'object' && !Array.isArray(body) ? Object.keys(body) : undefined;
-        const value = (body as { draining?: unknown }).draining;
-        if (!fields || fields.some((f) => f !== 'draining') || (fields.length === 1 && typeof value !== 'boolean')) {
-          return reject(reply, request, 400, 'The body must be {"draining": true} or {"draining": false}.', 'draining');
-        }
-        if (typeof value === 'boolean') draining = value;
+  app.post<{ Params: { id: string }; Body: unknown }>('/admin/replicas/:id/drain', { onRequest: [guard, requireNonSimple] }, async (request, reply) => {
+    // No body drains; a body is exactly {"draining": true|false}: "no" is not false.
+    const body = request.body;
+    let draining = true;
+    if (body !== undefined && body !== null) {
+      const fields = typeof body === 'object' && !Array.isArray(body) ? Object.keys(body) : undefined;
+      const value = (body as { draining?: unknown }).draining;
+      if (!fields || fields.some((f) => f !== 'draining') || (fields.length === 1 && typeof value !== 'boolean')) {
+        return reject(reply, request, 400, 'The body must be {"draining": true} or {"draining": false}.', 'draining');
       }
-      if (!hooks.setDraining(request.params.id, draining)) return reject(reply, request, 404, `No replica "${request.params.id}".`);
-      return { replica: request.params.id, draining };
-    },
-  );
+      if (typeof value === 'boolean') draining = value;
+    }
+    if (!hooks.setDraining(request.params.id, draining)) return reject(reply, request, 404, `No replica "${request.params.id}".`);
+    return { replica: request.params.id, draining };
+  });
 }

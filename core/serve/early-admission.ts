@@ -40,7 +40,8 @@ class Counts {
 
 function send(request: FastifyRequest, reply: FastifyReply, r: Rejection): FastifyReply {
   // The body is not wanted: close rather than read it all to keep the connection.
-  const bodyPending = request.headers['content-length'] !== undefined ? request.headers['content-length'] !== '0' : request.headers['transfer-encoding'] !== undefined;
+  const bodyPending =
+    request.headers['content-length'] !== undefined ? request.headers['content-length'] !== '0' : request.headers['transfer-encoding'] !== undefined;
   const headers = rejectionHeaders(r, request.id);
   if (bodyPending) headers.connection = 'close';
   return reply.code(r.status).headers(headers).send(errorBody(r));
@@ -76,7 +77,11 @@ export function earlyAdmission(current: () => Generation, bounds: LargeBodyBound
       return refuse(
         request,
         reply,
-        rejection('too_many_large_bodies', `Too many large request bodies (over ${bounds.largeBodyBytes} bytes) are being received at once from this ${perClient ? 'client address' : 'tenant'} (at most ${perClient ? bounds.maxLargeBodiesPerClient : bounds.maxLargeBodiesPerTenant}). Send them one after another, or retry after 1 s.`, { retryAfterS: 1 }),
+        rejection(
+          'too_many_large_bodies',
+          `Too many large request bodies (over ${bounds.largeBodyBytes} bytes) are being received at once from this ${perClient ? 'client address' : 'tenant'} (at most ${perClient ? bounds.maxLargeBodiesPerClient : bounds.maxLargeBodiesPerTenant}). Send them one after another, or retry after 1 s.`,
+          { retryAfterS: 1 },
+        ),
       );
     }
     byClient.add(client, 1);

@@ -32,7 +32,19 @@ export type AttemptResult =
 
 // Headers that describe one hop, not the response (RFC 9110 §7.6.1), and
 // the engine's date and server.
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'date', 'server']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'date',
+  'server',
+]);
 const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT']);
 const TIMEOUT_ERRORS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 /** A partial SSE event longer than this is passed on without waiting for its end (a hostile engine's endless line). */
@@ -89,7 +101,11 @@ export function attempt(input: AttemptInput): Promise<AttemptResult> {
   if (input.res.destroyed) return Promise.resolve({ kind: 'aborted' });
   return new Promise<AttemptResult>((resolve) => {
     const { timeouts, stream } = input;
-    const headers: Record<string, string> = { 'content-type': input.contentType ?? 'application/json', accept: stream ? 'text/event-stream' : 'application/json', 'x-request-id': input.requestId };
+    const headers: Record<string, string> = {
+      'content-type': input.contentType ?? 'application/json',
+      accept: stream ? 'text/event-stream' : 'application/json',
+      'x-request-id': input.requestId,
+    };
     if (input.traceHeaders) Object.assign(headers, input.traceHeaders);
     if (input.engineKey !== undefined) headers.authorization = `Bearer ${input.engineKey}`;
     input.dispatcher.dispatch(
@@ -185,7 +201,12 @@ class Attempt implements Dispatcher.DispatchHandler {
     if (this.input.res.writableFinished) return;
     this.clientGone = true;
     const beforeFirstByte = !this.answered;
-    this.settle({ kind: 'aborted', beforeFirstByte, waitedMs: beforeFirstByte ? performance.now() - this.started : undefined, stalled: this.stalled || undefined });
+    this.settle({
+      kind: 'aborted',
+      beforeFirstByte,
+      waitedMs: beforeFirstByte ? performance.now() - this.started : undefined,
+      stalled: this.stalled || undefined,
+    });
     this.controller?.abort(new Error('client disconnected'));
   }
 
@@ -213,7 +234,13 @@ class Attempt implements Dispatcher.DispatchHandler {
       // Settle before abort(): undici calls onResponseError from inside it.
       // The engine's own Retry-After is kept: the client hears it if no other replica answers.
       const retryAfter = headers['retry-after'];
-      this.settle({ kind: 'retryable', cause: 'status_5xx', detail: `engine answered ${statusCode}`, status: statusCode, retryAfter: typeof retryAfter === 'string' ? retryAfter : undefined });
+      this.settle({
+        kind: 'retryable',
+        cause: 'status_5xx',
+        detail: `engine answered ${statusCode}`,
+        status: statusCode,
+        retryAfter: typeof retryAfter === 'string' ? retryAfter : undefined,
+      });
       c.abort(new Error(`engine answered ${statusCode}`));
       return;
     }
@@ -290,7 +317,10 @@ class Attempt implements Dispatcher.DispatchHandler {
     const { res } = this.input;
     if (this.sse && !this.midEvent) {
       // The held partial event is dropped: the client sees whole events, then one error event, then a clean end.
-      const failure = rejection(cause === 'timeout' ? 'upstream_timeout' : 'upstream_error', cause === 'timeout' ? 'The replica serving this stream went silent mid-way.' : 'The replica serving this stream failed mid-way.');
+      const failure = rejection(
+        cause === 'timeout' ? 'upstream_timeout' : 'upstream_error',
+        cause === 'timeout' ? 'The replica serving this stream went silent mid-way.' : 'The replica serving this stream failed mid-way.',
+      );
       res.end((this.input.errorEvent ?? sseErrorEvent)(failure));
     } else {
       // A body cut short must not look complete, nor leave the client waiting for the rest.
@@ -361,7 +391,13 @@ function responseHeaders(engine: IncomingHttpHeaders, ours: readonly string[], s
   const out: (string | string[])[] = [];
   const connection = engine.connection;
   // Names the engine's Connection header lists are hop-by-hop too (keep-alive and close name none).
-  const listed = typeof connection === 'string' && connection !== 'keep-alive' && connection !== 'close' ? connection.toLowerCase().split(',').map((s) => s.trim()) : undefined;
+  const listed =
+    typeof connection === 'string' && connection !== 'keep-alive' && connection !== 'close'
+      ? connection
+          .toLowerCase()
+          .split(',')
+          .map((s) => s.trim())
+      : undefined;
   let placed = 0; // bit i: ours[2i] went out in the engine's place
   for (const name in engine) {
     const value = engine[name];

@@ -75,7 +75,13 @@ const pathOf = (url: string) => url.split('?')[0].slice(0, 200);
 export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const r = toRejection(error, request.routeOptions?.bodyLimit);
   if (r.status >= 500) request.log.error({ err: error }, 'unhandled error');
-  else logRefusal(request.log, budgets.request, { status: r.status, reject: r.code, method: request.method, path: pathOf(request.url), detail: r.message.slice(0, 200) }, 'refused before routing');
+  else
+    logRefusal(
+      request.log,
+      budgets.request,
+      { status: r.status, reject: r.code, method: request.method, path: pathOf(request.url), detail: r.message.slice(0, 200) },
+      'refused before routing',
+    );
   if (r.status === 413) {
     // The client may still be uploading: read (and drop) a bounded amount so it gets to read this answer, then close.
     reply.header('connection', 'close');
@@ -92,7 +98,10 @@ export function errorHandler(error: FastifyError, request: FastifyRequest, reply
 }
 
 export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): void {
-  const r = rejection('route_not_found', `No route ${request.method} ${request.url.split('?')[0]}. The router serves /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages, /v1/models and vLLM's other routes (tokenize, rerank, score, pooling, classify, audio; docs/serving.md lists them).`);
+  const r = rejection(
+    'route_not_found',
+    `No route ${request.method} ${request.url.split('?')[0]}. The router serves /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, /v1/messages, /v1/models and vLLM's other routes (tokenize, rerank, score, pooling, classify, audio; docs/serving.md lists them).`,
+  );
   logRefusal(request.log, budgets.notFound, { status: 404, method: request.method, path: pathOf(request.url) }, 'no such route');
   reply.code(404).headers(rejectionHeaders(r, request.id)).send(errorBody(r));
 }
@@ -113,8 +122,10 @@ export function clientErrorHandler(this: FastifyInstance | undefined, error: Nod
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
   if (this?.log) logRefusal(this.log, budgets.parse, { code: error.code, remoteAddress: socket.remoteAddress }, 'not valid HTTP; connection closed');
   let r: Rejection;
-  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') r = rejection('request_timeout', 'The request was not received in time. Send the whole request without pausing, or check the connection.');
-  else if (error.code === 'HPE_HEADER_OVERFLOW') r = rejection('headers_too_large', 'The request headers are larger than this router accepts (max_header_bytes). Send fewer or shorter headers.');
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT')
+    r = rejection('request_timeout', 'The request was not received in time. Send the whole request without pausing, or check the connection.');
+  else if (error.code === 'HPE_HEADER_OVERFLOW')
+    r = rejection('headers_too_large', 'The request headers are larger than this router accepts (max_header_bytes). Send fewer or shorter headers.');
   else r = rejection('invalid_request', `The request is not valid HTTP (${clientErrorReason(error.code)}).`);
   if (socket.writable && !(socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent) {
     const body = JSON.stringify(errorBody(r));

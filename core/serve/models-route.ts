@@ -29,7 +29,6 @@ function lengthOf(snapshot: Generation, model: string): { max_model_len?: number
   return max === undefined ? {} : { max_model_len: max };
 }
 
-
 export function listModels(snapshot: Generation, tenant: Tenant): ModelCard[] {
   const created = STARTED_S;
   const allowed = (id: string) => !tenant.allowedModels || tenant.allowedModels.has(id);
@@ -47,7 +46,15 @@ export function listModels(snapshot: Generation, tenant: Tenant): ModelCard[] {
   }
   for (const alias of snapshot.aliases.values()) {
     if (alias.model !== undefined) {
-      if (allowed(alias.model)) cards.push({ id: alias.name, object: 'model', created, owned_by: 'switchyard', ...lengthOf(snapshot, alias.model), switchyard: { kind: 'alias', model: alias.model } });
+      if (allowed(alias.model))
+        cards.push({
+          id: alias.name,
+          object: 'model',
+          created,
+          owned_by: 'switchyard',
+          ...lengthOf(snapshot, alias.model),
+          switchyard: { kind: 'alias', model: alias.model },
+        });
     } else if (firstAllowed(tenant, alias.cascade.models) !== undefined) {
       cards.push({ id: alias.name, object: 'model', created, owned_by: 'switchyard', switchyard: { kind: 'cascade', cascade: alias.cascade.name } });
     }

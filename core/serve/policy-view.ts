@@ -19,7 +19,9 @@ export function policyView(snapshot: Generation, status: Record<string, unknown>
       cold: m.cold ? { retryAfterS: m.cold.retryAfterS } : null,
     })),
     aliases: [...snapshot.aliases.values()].map((a) =>
-      a.cascade ? { name: a.name, cascade: { name: a.cascade.name, defaultModel: a.cascade.defaultModel, rules: rulesView(a.cascade.rules) } } : { name: a.name, model: a.model },
+      a.cascade
+        ? { name: a.name, cascade: { name: a.cascade.name, defaultModel: a.cascade.defaultModel, rules: rulesView(a.cascade.rules) } }
+        : { name: a.name, model: a.model },
     ),
     poolRules: { defaultPool: snapshot.poolRules.defaultPool, rules: rulesView(snapshot.poolRules.rules) },
     tenants: [...snapshot.tenantsById.values()].map((t) => ({

@@ -136,7 +136,13 @@ async function route(
     waitedMs += performance.now() - waitStart;
     wait = quotaWait(deps.env.quota, facts, snapshot, deps.env.now());
   }
-  const first = decide(facts, snapshot, deps.fleet, deps.env, 'code' in facts ? { requestId: request.id } : prepared.pinnedReplica ? { pinnedReplica: prepared.pinnedReplica } : undefined);
+  const first = decide(
+    facts,
+    snapshot,
+    deps.fleet,
+    deps.env,
+    'code' in facts ? { requestId: request.id } : prepared.pinnedReplica ? { pinnedReplica: prepared.pinnedReplica } : undefined,
+  );
   commit(first, deps.env, hooks);
   const decided = performance.now();
   metrics.decisionSeconds.observe((decided - t0 - waitedMs) / 1000);
@@ -144,7 +150,8 @@ async function route(
   const observers = deps.observers ?? [];
   const observed = observers.length > 0 && !('code' in facts) ? facts : undefined;
   if (observed) notifyDecided(observers, request.log, observed, first, snapshot);
-  if (traced) traced.decided(first, 'code' in facts ? undefined : facts.requestedModel, 'code' in facts ? undefined : facts.conversationId, t0 + waitedMs, decided);
+  if (traced)
+    traced.decided(first, 'code' in facts ? undefined : facts.requestedModel, 'code' in facts ? undefined : facts.conversationId, t0 + waitedMs, decided);
 
   if (!first.admitted) {
     if (first.action) deps.coldLoads.trigger(first.action.model, first.action.url, first.rejection.retryAfterS ?? 60);
@@ -152,7 +159,13 @@ async function route(
     const quotaHeaders = tenant && first.rejection.code === 'quota_exceeded' ? rateLimitHeaders(deps.env.quota, tenant.id, tenant.quotas, deps.env.now()) : [];
     reject(deps, request, res, first, shape, quotaHeaders);
     traced?.end(first.status, 'rejected');
-    if (observed) notifyEnded(observers, request.log, observed, first, snapshot, { outcome: 'rejected', status: first.status, durationMs: performance.now() - t0, attempts: 0 });
+    if (observed)
+      notifyEnded(observers, request.log, observed, first, snapshot, {
+        outcome: 'rejected',
+        status: first.status,
+        durationMs: performance.now() - t0,
+        attempts: 0,
+      });
     return;
   }
 
@@ -163,7 +176,11 @@ async function route(
   const settlement = UsageSettlement.of(decision, endpoint, body);
   if (decision.shadowOverQuota) metrics.admission.shadowOverQuota.inc({ tenant: decision.tenant });
   if (decision.fallbackFrom) metrics.admission.fallbacks.inc({ from: decision.fallbackFrom, to: decision.model });
-  let upstreamBody = new UpstreamBody(body, { upstreamModel: decision.upstreamModel, priority: decision.poolRef.forwardPriority ? decision.priority : undefined, injectUsage: settlement?.injectUsage ?? false });
+  let upstreamBody = new UpstreamBody(body, {
+    upstreamModel: decision.upstreamModel,
+    priority: decision.poolRef.forwardPriority ? decision.priority : undefined,
+    injectUsage: settlement?.injectUsage ?? false,
+  });
   let tap: UsageTap | undefined;
   const tokenBudget = (facts as RequestFacts).maxTokens ?? snapshot.settings.defaultMaxTokens;
   const budgetKey = decision.poolRef.key;
@@ -175,7 +192,21 @@ async function route(
   try {
     for (;;) {
       tap = settlement?.tap();
-      result = await send(deps, snapshot, decision, path, shape.bodyFor ? shape.bodyFor(body, decision, prepared) : upstreamBody.for(replicaOf(snapshot, decision.poolRef, decision.replica).engine), shape, stream, tokenBudget, request, res, retrying, traced?.attempt(decision.replica, deps.urlOf(replicaOf(snapshot, decision.poolRef, decision.replica)), attempts + 1, (facts as RequestFacts).maxTokens), tap);
+      result = await send(
+        deps,
+        snapshot,
+        decision,
+        path,
+        shape.bodyFor ? shape.bodyFor(body, decision, prepared) : upstreamBody.for(replicaOf(snapshot, decision.poolRef, decision.replica).engine),
+        shape,
+        stream,
+        tokenBudget,
+        request,
+        res,
+        retrying,
+        traced?.attempt(decision.replica, deps.urlOf(replicaOf(snapshot, decision.poolRef, decision.replica)), attempts + 1, (facts as RequestFacts).maxTokens),
+        tap,
+      );
       attempts++;
       if (result.kind !== 'retryable') break;
       // Failed before the first byte: another replica, if the pool's limits allow.
@@ -188,24 +219,42 @@ async function route(
       retrying = true;
       complete(decision, false, hooks); // this attempt is over: the strategies hear so before the next one
       (tried ??= new Set()).add(decision.replica);
-      const retry = decide(facts as RequestFacts, snapshot, deps.fleet, deps.env, { excludeReplicas: tried, quotaTaken: true, pinnedReplica: prepared.pinnedReplica });
+      const retry = decide(facts as RequestFacts, snapshot, deps.fleet, deps.env, {
+        excludeReplicas: tried,
+        quotaTaken: true,
+        pinnedReplica: prepared.pinnedReplica,
+      });
       commit(retry, deps.env, hooks);
       deps.decisions.add(retry, facts as RequestFacts);
       if (!retry.admitted) {
         // Nowhere left to go: every other replica is out or failed this request.
         metrics.retriesRefused.inc({ pool: pool.key, reason: 'no_replica' });
         const wait = Math.max(2, engineRetryAfterS(result) ?? 0);
-        const none = rejection('no_healthy_replica', `No other replica of pool ${decision.pool} could take the request after ${failureText(result)}. Retry after ${wait} s.`, { retryAfterS: wait });
+        const none = rejection(
+          'no_healthy_replica',
+          `No other replica of pool ${decision.pool} could take the request after ${failureText(result)}. Retry after ${wait} s.`,
+          { retryAfterS: wait },
+        );
         reject(deps, request, res, { ...retry, rejection: none, status: none.status, reason: none.message }, shape);
         traced?.end(none.status, 'upstream_error');
-        if (observed) notifyEnded(observers, request.log, observed, decision, snapshot, { outcome: 'upstream_error', status: none.status, durationMs: performance.now() - t0, attempts });
+        if (observed)
+          notifyEnded(observers, request.log, observed, decision, snapshot, {
+            outcome: 'upstream_error',
+            status: none.status,
+            durationMs: performance.now() - t0,
+            attempts,
+          });
         return;
       }
       metrics.retries.inc({ pool: pool.key, cause: result.cause });
       // A retry that fell back to another model (its pools now full) names that model upstream.
       if (retry.upstreamModel !== decision.upstreamModel) {
         if (retry.fallbackFrom) metrics.admission.fallbacks.inc({ from: retry.fallbackFrom, to: retry.model });
-        upstreamBody = new UpstreamBody(body, { upstreamModel: retry.upstreamModel, priority: retry.poolRef.forwardPriority ? retry.priority : undefined, injectUsage: settlement?.injectUsage ?? false });
+        upstreamBody = new UpstreamBody(body, {
+          upstreamModel: retry.upstreamModel,
+          priority: retry.poolRef.forwardPriority ? retry.priority : undefined,
+          injectUsage: settlement?.injectUsage ?? false,
+        });
       }
       decision = retry;
     }
@@ -221,7 +270,13 @@ async function route(
   complete(decision, outcome === 'ok', hooks);
   if (observed) {
     const status = result.kind === 'done' ? result.status : result.kind === 'retryable' ? failureRejection(result).status : undefined;
-    notifyEnded(observers, request.log, observed, decision, snapshot, { outcome, status, ttfbMs: 'ttfbMs' in result ? result.ttfbMs : undefined, durationMs: performance.now() - t0, attempts });
+    notifyEnded(observers, request.log, observed, decision, snapshot, {
+      outcome,
+      status,
+      ttfbMs: 'ttfbMs' in result ? result.ttfbMs : undefined,
+      durationMs: performance.now() - t0,
+      attempts,
+    });
   }
   request.log.info(
     {
@@ -244,7 +299,13 @@ async function route(
 }
 
 /** The facts in the engine's tokens where the model has a tokenizer (docs/tokens.md); the estimate otherwise, counted. */
-async function countedFacts(facts: RequestFacts | Rejection, request: FastifyRequest, snapshot: Generation, metrics: RouterMetrics, urlOf: ProxyDeps['urlOf']): Promise<RequestFacts | Rejection> {
+async function countedFacts(
+  facts: RequestFacts | Rejection,
+  request: FastifyRequest,
+  snapshot: Generation,
+  metrics: RouterMetrics,
+  urlOf: ProxyDeps['urlOf'],
+): Promise<RequestFacts | Rejection> {
   if ('code' in facts) return facts;
   const counted = await countRequestTokens(facts, request.body as Record<string, unknown>, snapshot, snapshot.settings.tokenizeWaitMs, urlOf);
   metrics.promptTokenCounts.inc({ source: counted.facts.promptTokensSource, fallback: counted.fallback ?? 'none' });
@@ -273,12 +334,27 @@ async function send(
   const endStream = stream ? deps.fleet.startStream?.(replica.id) : undefined;
   deps.metrics.decisions.inc({ pool: pool.key, replica: replica.id, strategy: decision.strategy });
   const started = performance.now();
-  const headers = ['x-request-id', request.id, 'x-switchyard-model', `${decision.model}@${decision.version}`, ...rateLimitHeaders(deps.env.quota, decision.tenant, decision.tenantRef.quotas, deps.env.now())];
+  const headers = [
+    'x-request-id',
+    request.id,
+    'x-switchyard-model',
+    `${decision.model}@${decision.version}`,
+    ...rateLimitHeaders(deps.env.quota, decision.tenant, decision.tenantRef.quotas, deps.env.now()),
+  ];
   // The client gets another model than it asked for: it always hears which (docs/policies.md, Fallback models).
   if (decision.fallbackFrom) headers.push('x-switchyard-fallback-from', decision.fallbackFrom);
   // Where it went and why are opt-in (settings or tenant decision_headers: full): replica ids and plugin reasons stay in.
   if ((snapshot.tenantsById.get(decision.tenant)?.decisionHeaders ?? snapshot.settings.decisionHeaders) === 'full') {
-    headers.push('x-switchyard-pool', pool.name, 'x-switchyard-replica', replica.id, 'x-switchyard-reason', asciiHeader(decision.reason), 'x-switchyard-policy', String(snapshot.generation));
+    headers.push(
+      'x-switchyard-pool',
+      pool.name,
+      'x-switchyard-replica',
+      replica.id,
+      'x-switchyard-reason',
+      asciiHeader(decision.reason),
+      'x-switchyard-policy',
+      String(snapshot.generation),
+    );
     if (decision.adapter) headers.push('x-switchyard-adapter', decision.adapter);
     // Which cascade rule chose the model and which pool rule the pool (rule names come from the policy).
     if (decision.trace.model) headers.push('x-switchyard-model-rule', asciiHeader(decision.trace.model.decidedBy));
@@ -342,18 +418,29 @@ async function send(
       tap,
       onFirstByte: firstEvent ? firstEvent.seen : endPrefill,
     });
-    if (traced) traced.end(result.kind === 'done' ? result.status : 'status' in result ? (result.status as number) : undefined, result.kind === 'done' ? undefined : result.kind === 'retryable' || result.kind === 'broken' ? result.cause : result.kind, decision.upstreamModel);
+    if (traced)
+      traced.end(
+        result.kind === 'done' ? result.status : 'status' in result ? (result.status as number) : undefined,
+        result.kind === 'done' ? undefined : result.kind === 'retryable' || result.kind === 'broken' ? result.cause : result.kind,
+        decision.upstreamModel,
+      );
     if (result.kind === 'done' || result.kind === 'broken') {
       deps.metrics.ttfbSeconds.observe({ pool: pool.key }, result.ttfbMs / 1000);
       deps.metrics.upstreamSeconds.observe({ pool: pool.key }, (performance.now() - started) / 1000);
     }
     if (result.kind === 'done' || result.kind === 'broken') deps.silence?.answered(silenceKey, replica.id, result.ttfbMs);
     // Only a stream that succeeded teaches the base latency: an error answers without prefill.
-    if (firstEvent?.afterMs !== undefined && result.kind === 'done' && result.status < 300) deps.baseLatency!.record(pool.key, firstEvent.afterMs, decision.modelledWaitMs);
+    if (firstEvent?.afterMs !== undefined && result.kind === 'done' && result.status < 300)
+      deps.baseLatency!.record(pool.key, firstEvent.afterMs, decision.modelledWaitMs);
     if (result.kind === 'done') deps.fleet.recordUpstream(replica.id, 'success', pool);
     else if (result.kind === 'aborted') {
       if (result.beforeFirstByte && !silenced && deps.silence?.abandonmentCounts(silenceKey, replica.id, attemptStart, result.waitedMs ?? 0)) {
-        deps.fleet.recordUpstream(replica.id, 'silence', pool, `the client gave up after ${Math.round(result.waitedMs ?? 0)} ms without a first byte while its peers answered`);
+        deps.fleet.recordUpstream(
+          replica.id,
+          'silence',
+          pool,
+          `the client gave up after ${Math.round(result.waitedMs ?? 0)} ms without a first byte while its peers answered`,
+        );
       }
     } else if (!silenced) {
       if (result.cause === 'connect') deps.fleet.markFailure(replica.id, result.detail);
@@ -367,7 +454,14 @@ async function send(
   }
 }
 
-function reject(deps: ProxyDeps, request: FastifyRequest, res: FastifyReply['raw'], decision: Rejected, shape: RouteShape, extraHeaders: readonly string[] = []): void {
+function reject(
+  deps: ProxyDeps,
+  request: FastifyRequest,
+  res: FastifyReply['raw'],
+  decision: Rejected,
+  shape: RouteShape,
+  extraHeaders: readonly string[] = [],
+): void {
   const r = decision.rejection;
   countRejection(deps.metrics, decision);
   countShed(deps.metrics, decision);
@@ -401,8 +495,15 @@ function outcomeOf(result: AttemptResult): string {
 function failureRejection(result: Extract<AttemptResult, { kind: 'retryable' }>): Rejection {
   const text = failureText(result);
   const engineWait = engineRetryAfterS(result);
-  if (engineWait !== undefined) return { ...rejection('upstream_error', `The model server is unavailable (${text}). Retry after ${engineWait} s.`, { retryAfterS: engineWait }), status: 503, type: 'service_unavailable_error' };
-  return result.cause === 'timeout' ? rejection('upstream_timeout', `The model server did not answer in time (${text}).`) : rejection('upstream_error', `The model server failed before answering (${text}).`);
+  if (engineWait !== undefined)
+    return {
+      ...rejection('upstream_error', `The model server is unavailable (${text}). Retry after ${engineWait} s.`, { retryAfterS: engineWait }),
+      status: 503,
+      type: 'service_unavailable_error',
+    };
+  return result.cause === 'timeout'
+    ? rejection('upstream_timeout', `The model server did not answer in time (${text}).`)
+    : rejection('upstream_error', `The model server failed before answering (${text}).`);
 }
 
 /** The Retry-After (whole seconds, up to a day) of an engine's 503, when it sent one. */

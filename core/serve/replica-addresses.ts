@@ -16,7 +16,9 @@ export const DIRECT_REPLICAS: ReplicaAddresses = {
   async sync(snapshot) {
     for (const replica of snapshot.replicas.values()) {
       if (!/^https?:\/\//.test(replica.url)) {
-        throw new Error(`replica ${replica.id}: "${replica.url}" is not an http(s) URL this router can reach (emulate:// replicas need \`switchyard serve\`, which starts them)`);
+        throw new Error(
+          `replica ${replica.id}: "${replica.url}" is not an http(s) URL this router can reach (emulate:// replicas need \`switchyard serve\`, which starts them)`,
+        );
       }
     }
   },

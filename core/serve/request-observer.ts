@@ -25,7 +25,13 @@ export interface RequestObserver {
 }
 
 /** Calls each observer's `decided`; one that throws is logged and the request goes on. */
-export function notifyDecided(observers: readonly RequestObserver[], log: { warn(fields: object, message: string): void }, facts: RequestFacts, decision: Decision, snapshot: Generation): void {
+export function notifyDecided(
+  observers: readonly RequestObserver[],
+  log: { warn(fields: object, message: string): void },
+  facts: RequestFacts,
+  decision: Decision,
+  snapshot: Generation,
+): void {
   for (const observer of observers) {
     try {
       observer.decided?.(facts, decision, snapshot);
@@ -36,7 +42,14 @@ export function notifyDecided(observers: readonly RequestObserver[], log: { warn
 }
 
 /** Calls each observer's `ended`; one that throws is logged. */
-export function notifyEnded(observers: readonly RequestObserver[], log: { warn(fields: object, message: string): void }, facts: RequestFacts, decision: Decision, snapshot: Generation, end: RequestEnd): void {
+export function notifyEnded(
+  observers: readonly RequestObserver[],
+  log: { warn(fields: object, message: string): void },
+  facts: RequestFacts,
+  decision: Decision,
+  snapshot: Generation,
+  end: RequestEnd,
+): void {
   for (const observer of observers) {
     try {
       observer.ended?.(facts, decision, snapshot, end);

@@ -59,7 +59,12 @@ export const RESPONSES_ROUTE: RouteShape = {
     };
   },
   bodyFor(body, decision, prepared) {
-    return editedBody(body, { set: [['model', decision.upstreamModel], ['request_id', mintResponseId(decision.replica, prepared.chain)]] });
+    return editedBody(body, {
+      set: [
+        ['model', decision.upstreamModel],
+        ['request_id', mintResponseId(decision.replica, prepared.chain)],
+      ],
+    });
   },
 };
 

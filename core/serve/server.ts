@@ -89,7 +89,21 @@ export interface RouterOptions {
 /** What a client connection may send and hold: settings.yaml, read when serve starts (docs/reliability.md). */
 export type ClientLimits = Pick<
   RouterSettings,
-  'bodyLimitBytes' | 'maxHeaderBytes' | 'maxJsonDepth' | 'maxJsonValues' | 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxConnections' | 'sendTimeoutMs' | 'maxConnectionsPerClient' | 'maxPipelinedRequests' | 'maxRequestsPerConnectionPerSecond' | 'largeBodyBytes' | 'maxLargeBodiesPerClient' | 'maxLargeBodiesPerTenant'
+  | 'bodyLimitBytes'
+  | 'maxHeaderBytes'
+  | 'maxJsonDepth'
+  | 'maxJsonValues'
+  | 'headersTimeoutMs'
+  | 'requestTimeoutMs'
+  | 'keepAliveTimeoutMs'
+  | 'maxConnections'
+  | 'sendTimeoutMs'
+  | 'maxConnectionsPerClient'
+  | 'maxPipelinedRequests'
+  | 'maxRequestsPerConnectionPerSecond'
+  | 'largeBodyBytes'
+  | 'maxLargeBodiesPerClient'
+  | 'maxLargeBodiesPerTenant'
 >;
 
 export interface Router {
@@ -121,7 +135,8 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   const replicas = options.replicas ?? DIRECT_REPLICAS;
   await replicas.sync(initial);
 
-  const targets = (snapshot: Generation) => [...snapshot.replicas.values()].map((r) => ({ id: r.id, url: replicas.urlOf(r), engine: r.engine, apiKey: r.apiKey }));
+  const targets = (snapshot: Generation) =>
+    [...snapshot.replicas.values()].map((r) => ({ id: r.id, url: replicas.urlOf(r), engine: r.engine, apiKey: r.apiKey }));
   const waiting = new Waiting();
   let app: FastifyInstance | undefined; // the fleet logs through it once it exists
   const fleet = new LiveFleet({
@@ -189,7 +204,8 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   installConnectionGate(app.server, limits, {
     closed: (bound, remoteAddress) => {
       const dropped = gateLog.take();
-      if (dropped !== undefined) app?.log.warn({ bound, remoteAddress, ...(dropped ? { linesDropped: dropped } : {}) }, 'client connection closed: over a flood bound');
+      if (dropped !== undefined)
+        app?.log.warn({ bound, remoteAddress, ...(dropped ? { linesDropped: dropped } : {}) }, 'client connection closed: over a flood bound');
     },
   });
   // node answers an Expect it does not know with a bare 417: give it the OpenAI shape.
@@ -244,21 +260,28 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   // The key and the large-body bounds are checked on the head, before the body is read (early-admission.ts).
   // Recorded like any refusal, but a flood of bad keys is not a flood of log lines and decision records.
   const earlyLog = new LogBudget();
-  const early = earlyAdmission(() => options.policy.current(), limits, (request, r) => {
-    const dropped = earlyLog.take();
-    if (dropped === undefined) {
-      metrics.rejections.inc({ reason: r.code });
-      metrics.requests.inc({ model: 'unknown', pool: 'none', outcome: 'rejected' });
-      return;
-    }
-    recordRefusal({ metrics, decisions }, request, r);
-    request.log.info({ status: r.status, reject: r.code, reason: r.message.slice(0, 300), ...(dropped ? { linesDropped: dropped } : {}) }, 'rejected');
-  });
+  const early = earlyAdmission(
+    () => options.policy.current(),
+    limits,
+    (request, r) => {
+      const dropped = earlyLog.take();
+      if (dropped === undefined) {
+        metrics.rejections.inc({ reason: r.code });
+        metrics.requests.inc({ model: 'unknown', pool: 'none', outcome: 'rejected' });
+        return;
+      }
+      recordRefusal({ metrics, decisions }, request, r);
+      request.log.info({ status: r.status, reject: r.code, reason: r.message.slice(0, 300), ...(dropped ? { linesDropped: dropped } : {}) }, 'rejected');
+    },
+  );
   app.post('/v1/chat/completions', { onRequest: early, schema: { body: BODY_SCHEMAS.chat } }, proxyHandler(deps, 'chat', '/v1/chat/completions'));
   app.post('/v1/completions', { onRequest: early, schema: { body: BODY_SCHEMAS.completions } }, proxyHandler(deps, 'completions', '/v1/completions'));
   app.post('/v1/embeddings', { onRequest: early, schema: { body: BODY_SCHEMAS.embeddings } }, proxyHandler(deps, 'embeddings', '/v1/embeddings'));
   registerVllmRoutes(app, deps, initial.settings.audioBodyLimitBytes, early);
-  app.get('/v1/models', modelsHandler(() => options.policy.current()));
+  app.get(
+    '/v1/models',
+    modelsHandler(() => options.policy.current()),
+  );
 
   let closing = false;
   const hooks: AdminHooks = {
@@ -387,7 +410,17 @@ function refreshPluginGauges(metrics: RouterMetrics, status: Record<string, unkn
 function refreshReplicaGauges(metrics: RouterMetrics, snapshot: Generation, fleet: LiveFleet): void {
   const now = Date.now();
   // Replicas a reload removed must not linger as series.
-  for (const gauge of [metrics.replicaKvUsage, metrics.replicaQueue, metrics.replicaInFlight, metrics.replicaSignalAge, metrics.replicaHealthy, metrics.replicaEjected, metrics.admission.replicaPrefillTokens, metrics.admission.replicaActiveStreams]) gauge.reset();
+  for (const gauge of [
+    metrics.replicaKvUsage,
+    metrics.replicaQueue,
+    metrics.replicaInFlight,
+    metrics.replicaSignalAge,
+    metrics.replicaHealthy,
+    metrics.replicaEjected,
+    metrics.admission.replicaPrefillTokens,
+    metrics.admission.replicaActiveStreams,
+  ])
+    gauge.reset();
   for (const pool of snapshot.pools) {
     for (const spec of pool.replicas) {
       const state = fleet.replica(spec.id);

@@ -148,5 +148,4 @@ export class SilenceWatch {
     if (expected !== undefined && waitedMs < expected) return false;
     return this.peersAnsweredSince(key.pool, replica, startedAt);
   }
-
 }

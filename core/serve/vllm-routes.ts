@@ -37,10 +37,18 @@ export function registerVllmRoutes(app: FastifyInstance, deps: ProxyDeps, audioB
   const anthropicErrors = anthropicErrorHandler((request, r) => recordRefusal(deps, request, r));
   for (const [path, endpoint, shape] of JSON_ROUTES) {
     const errorHandler = shape === ANTHROPIC_ROUTE ? anthropicErrors : undefined;
-    app.post(path, { ...(early ? { onRequest: early } : {}), schema: { body: BODY_SCHEMAS[endpoint] }, ...(errorHandler ? { errorHandler } : {}) }, proxyHandler(deps, endpoint, path, shape));
+    app.post(
+      path,
+      { ...(early ? { onRequest: early } : {}), schema: { body: BODY_SCHEMAS[endpoint] }, ...(errorHandler ? { errorHandler } : {}) },
+      proxyHandler(deps, endpoint, path, shape),
+    );
   }
   registerMultipartParser(app, audioBodyLimit);
   for (const [path, endpoint] of AUDIO_ROUTES) {
-    app.post(path, { ...(early ? { onRequest: early } : {}), bodyLimit: audioBodyLimit, schema: { body: BODY_SCHEMAS[endpoint] } }, proxyHandler(deps, endpoint, path, MULTIPART_ROUTE));
+    app.post(
+      path,
+      { ...(early ? { onRequest: early } : {}), bodyLimit: audioBodyLimit, schema: { body: BODY_SCHEMAS[endpoint] } },
+      proxyHandler(deps, endpoint, path, MULTIPART_ROUTE),
+    );
   }
 }

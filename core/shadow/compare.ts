@@ -33,7 +33,8 @@ export interface StepDifference {
 
 /** Label values and shown text are cut to this: rule names come from policy files. */
 const MAX_NAME_CHARS = 80;
-const cut = (text: string | undefined): string | undefined => (text === undefined ? undefined : text.length > MAX_NAME_CHARS ? `${text.slice(0, MAX_NAME_CHARS - 1)}…` : text);
+const cut = (text: string | undefined): string | undefined =>
+  text === undefined ? undefined : text.length > MAX_NAME_CHARS ? `${text.slice(0, MAX_NAME_CHARS - 1)}…` : text;
 
 export function decisionSide(decision: Decision): DecisionSide {
   const trace = decision.trace;
@@ -64,7 +65,11 @@ export function compareSides(live: DecisionSide, shadow: DecisionSide): StepDiff
   else if (live.pool !== shadow.pool) out.push(by('pool'));
   else if (live.replica !== undefined && shadow.replica !== undefined && live.replica !== shadow.replica) out.push(by('replica'));
   if (live.admitted !== shadow.admitted || live.code !== shadow.code) {
-    out.push({ step: 'admission', live: live.admitted ? 'admitted' : (live.code ?? 'rejected'), shadow: shadow.admitted ? 'admitted' : (shadow.code ?? 'rejected') });
+    out.push({
+      step: 'admission',
+      live: live.admitted ? 'admitted' : (live.code ?? 'rejected'),
+      shadow: shadow.admitted ? 'admitted' : (shadow.code ?? 'rejected'),
+    });
   }
   return out;
 }

@@ -65,7 +65,8 @@ export function parseRecordLine(text: string): ReplayedRecord {
   }
   if (typeof data !== 'object' || data === null || Array.isArray(data)) throw new Error('a record line must be a JSON object');
   const line = data as Record<string, unknown>;
-  if (line.v !== RECORD_VERSION) throw new Error(`unknown record version ${JSON.stringify(line.v)?.slice(0, 20)} (this router writes and reads ${RECORD_VERSION})`);
+  if (line.v !== RECORD_VERSION)
+    throw new Error(`unknown record version ${JSON.stringify(line.v)?.slice(0, 20)} (this router writes and reads ${RECORD_VERSION})`);
   if (typeof line.at !== 'number' || !Number.isFinite(line.at)) throw new Error('"at" must be a number (epoch ms)');
   const blocks = line.blocks ?? [];
   if (!Array.isArray(blocks) || blocks.length > MAX_BLOCKS || blocks.some((b) => !Number.isInteger(b) || b < 0 || b > 0xffff_ffff)) {

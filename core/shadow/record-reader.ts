@@ -63,7 +63,9 @@ export class RecordReader {
         this.#pending = parts.pop()!;
         if (this.#pending.length > MAX_LINE_BYTES) {
           this.close();
-          throw new PolicyError([{ file: this.file, line: this.lineNumber + parts.length + 1, col: 1, message: `a line longer than ${MAX_LINE_BYTES} bytes: not a recording` }]);
+          throw new PolicyError([
+            { file: this.file, line: this.lineNumber + parts.length + 1, col: 1, message: `a line longer than ${MAX_LINE_BYTES} bytes: not a recording` },
+          ]);
         }
         this.#lines = parts;
       }

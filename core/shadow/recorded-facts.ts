@@ -80,7 +80,8 @@ export function replayedFacts(recorded: unknown): RequestFacts {
     if (!type.split('|').includes(typeof value)) throw new Error(`"facts.${name}" must be a ${type.replace('|', ' or a ')}`);
     if (typeof value === 'string' && value.length > MAX_RECORDED_STRING) throw new Error(`"facts.${name}" is longer than ${MAX_RECORDED_STRING} characters`);
     // Priorities may be negative; counts and times may not.
-    if (typeof value === 'number' && !(Number.isFinite(value) && (value >= 0 || name === 'priority'))) throw new Error(`"facts.${name}" must be a finite number >= 0`);
+    if (typeof value === 'number' && !(Number.isFinite(value) && (value >= 0 || name === 'priority')))
+      throw new Error(`"facts.${name}" must be a finite number >= 0`);
   }
   if (!Object.hasOwn(BODY_SCHEMAS, facts.endpoint as string)) throw new Error(`"facts.endpoint" must be one of ${Object.keys(BODY_SCHEMAS).join(', ')}`);
   return { promptTokensSource: 'estimate', ...facts, promptText: '' } as unknown as RequestFacts;

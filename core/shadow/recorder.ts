@@ -91,7 +91,16 @@ export class TrafficRecorder implements RequestObserver {
   }
 
   status(): RecorderStatus {
-    return { file: this.file, written: this.#written, dropped: this.#dropped, rotations: this.#rotations, bytes: this.#size, maxBytes: this.#maxBytes, keep: this.#keep, lastError: this.#lastError };
+    return {
+      file: this.file,
+      written: this.#written,
+      dropped: this.#dropped,
+      rotations: this.#rotations,
+      bytes: this.#size,
+      maxBytes: this.#maxBytes,
+      keep: this.#keep,
+      lastError: this.#lastError,
+    };
   }
 
   /** Writes what is queued now; resolves once it is on disk (tests, shutdown). */
@@ -114,13 +123,16 @@ export class TrafficRecorder implements RequestObserver {
     if (this.#pending.length === 0) return;
     const lines = this.#pending;
     this.#pending = [];
-    this.#writing = this.#writing.then(() => this.#writeLines(lines)).catch((error) => {
-      this.#lastError = (error as Error).message;
-      this.#dropped += lines.length;
-      this.#log?.warn('traffic recorder: could not write', { file: this.file, error: this.#lastError });
-    }).finally(() => {
-      for (const line of lines) this.#pendingBytes -= Buffer.byteLength(line) + 1;
-    });
+    this.#writing = this.#writing
+      .then(() => this.#writeLines(lines))
+      .catch((error) => {
+        this.#lastError = (error as Error).message;
+        this.#dropped += lines.length;
+        this.#log?.warn('traffic recorder: could not write', { file: this.file, error: this.#lastError });
+      })
+      .finally(() => {
+        for (const line of lines) this.#pendingBytes -= Buffer.byteLength(line) + 1;
+      });
   }
 
   async #writeLines(lines: readonly string[]): Promise<void> {

@@ -135,7 +135,16 @@ export class Shadow implements RequestObserver {
       state: store ? 'on' : 'off',
       dir: store?.dir ?? null,
       since: this.#since === undefined ? null : new Date(this.#since).toISOString(),
-      policy: status ? { generation: status.generation, hash: status.hash, loadedAt: status.loadedAt, lastReload: status.lastReload ? { result: status.lastReload.result, at: status.lastReload.at, errors: status.lastReload.errors } : null, disk: status.disk, watching: status.watching } : null,
+      policy: status
+        ? {
+            generation: status.generation,
+            hash: status.hash,
+            loadedAt: status.loadedAt,
+            lastReload: status.lastReload ? { result: status.lastReload.result, at: status.lastReload.at, errors: status.lastReload.errors } : null,
+            disk: status.disk,
+            watching: status.watching,
+          }
+        : null,
       sampling: { ...this.sampler.settings, effectiveShare: Math.round(this.sampler.effectiveShare * 1000) / 1000 },
       ...this.#stats.summary(),
     };
@@ -202,7 +211,17 @@ export class Shadow implements RequestObserver {
     const shadowSide = decisionSide(shadow);
     const differences: StepDifference[] = compareSides(liveSide, shadowSide);
     // The side-by-side text only for a difference: it is kept as a sample.
-    this.#stats.add({ requestId: facts.requestId, at: Date.now(), live: liveSide, shadow: shadowSide, differences, text: differences.length ? describePair(liveSide, shadowSide, differences) : '' }, ms);
+    this.#stats.add(
+      {
+        requestId: facts.requestId,
+        at: Date.now(),
+        live: liveSide,
+        shadow: shadowSide,
+        differences,
+        text: differences.length ? describePair(liveSide, shadowSide, differences) : '',
+      },
+      ms,
+    );
     this.#metrics?.decisions.inc({ result: differences.length ? 'differs' : 'same' });
     for (const d of differences) this.#metrics?.differences.inc({ step: d.step, live: d.live, shadow: d.shadow });
   }

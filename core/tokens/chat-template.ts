@@ -25,7 +25,8 @@ export function unsupportedChat(body: Record<string, unknown>): string | undefin
   for (const message of body.messages as { content?: unknown }[]) {
     if (!Array.isArray(message.content)) continue;
     for (const part of message.content as { type?: unknown }[]) {
-      if (!part || typeof part !== 'object' || (part.type !== 'text' && part.type !== undefined)) return 'a message has a non-text content part (image, audio, file)';
+      if (!part || typeof part !== 'object' || (part.type !== 'text' && part.type !== undefined))
+        return 'a message has a non-text content part (image, audio, file)';
     }
   }
   return undefined;

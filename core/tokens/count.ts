@@ -47,7 +47,14 @@ export interface CountedFacts {
  * The facts with promptTokens counted by `dir`'s tokenizer, or as they were
  * (the estimate) with the reason. Waits at most `budgetMs`. Never throws.
  */
-export async function countFacts(facts: RequestFacts, body: Record<string, unknown>, dir: string, service: TokenizerService, budgetMs: number, now = Date.now()): Promise<CountedFacts> {
+export async function countFacts(
+  facts: RequestFacts,
+  body: Record<string, unknown>,
+  dir: string,
+  service: TokenizerService,
+  budgetMs: number,
+  now = Date.now(),
+): Promise<CountedFacts> {
   if (facts.promptTokensSource !== 'estimate') return { facts };
   const job = countJob(facts.endpoint, body, now);
   if ('unsupported' in job) return { facts, fallback: 'unsupported', detail: job.unsupported };

@@ -9,7 +9,7 @@ import type { TokenizerFolder } from './folder.ts';
 import { AddedTokenSplitter, coldChars, encodeSegments, SegmentCache, segmentable, type Piece } from './segments.ts';
 
 export type CountJob =
-  | { readonly kind: 'chat'; readonly chat: ChatInput; /** ms since the epoch: the template's strftime_now */ readonly now: number }
+  | { readonly kind: 'chat'; readonly chat: ChatInput /** ms since the epoch: the template's strftime_now */; readonly now: number }
   | { readonly kind: 'texts'; readonly texts: readonly string[] };
 
 /** A job made ready to encode: its pieces per prompt, and how much of it is not cached yet. */

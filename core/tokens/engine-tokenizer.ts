@@ -18,7 +18,9 @@ import type { ChatInput } from './chat-template.ts';
 import { TokenizeResponseError, TokenizeResponseReader } from './tokenize-response.ts';
 
 export type EngineFallback = 'no_replica' | 'timeout' | 'busy' | 'engine_error' | 'bad_answer' | 'too_long';
-export type EngineOutcome = { readonly ok: true; readonly ids: Uint32Array } | { readonly ok: false; readonly reason: EngineFallback; readonly detail?: string };
+export type EngineOutcome =
+  | { readonly ok: true; readonly ids: Uint32Array }
+  | { readonly ok: false; readonly reason: EngineFallback; readonly detail?: string };
 
 /** A replica that can be asked: where it is reached and the key it wants (api_key_env). */
 export interface TokenizeTarget {
@@ -68,7 +70,15 @@ export class EngineTokenizer {
   #turn = 0;
 
   constructor(options: EngineTokenizerOptions = {}) {
-    this.#options = { timeoutMs: 2000, maxInFlight: 64, cacheBytes: 32 * 1024 * 1024, cooldownMs: 10_000, maxPromptChars: 4_000_000, now: Date.now, ...options };
+    this.#options = {
+      timeoutMs: 2000,
+      maxInFlight: 64,
+      cacheBytes: 32 * 1024 * 1024,
+      cooldownMs: 10_000,
+      maxPromptChars: 4_000_000,
+      now: Date.now,
+      ...options,
+    };
   }
 
   /** Calls running now. */

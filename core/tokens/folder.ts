@@ -84,7 +84,9 @@ function readConfig(dir: string): TokenizerConfig {
   try {
     text = readFileSync(file, 'utf8');
   } catch (error) {
-    throw new Error(`cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): the folder must hold the model's tokenizer_config.json, as downloaded from Hugging Face`);
+    throw new Error(
+      `cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): the folder must hold the model's tokenizer_config.json, as downloaded from Hugging Face`,
+    );
   }
   let config: unknown;
   try {
@@ -141,7 +143,8 @@ export function checkTokenizerFolder(dir: string): string | undefined {
     const head = Buffer.alloc(64);
     const n = readSync(fd, head, 0, 64, 0);
     closeSync(fd);
-    if (!head.subarray(0, n).toString('utf8').trimStart().startsWith('{')) return `${vocab} is not a tokenizer.json (it does not start with "{"): download it again`;
+    if (!head.subarray(0, n).toString('utf8').trimStart().startsWith('{'))
+      return `${vocab} is not a tokenizer.json (it does not start with "{"): download it again`;
   } catch (error) {
     return `cannot read ${vocab} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): the folder must hold the model's tokenizer.json`;
   }
@@ -150,7 +153,9 @@ export function checkTokenizerFolder(dir: string): string | undefined {
     if (folder.template) renderChat(folder, PROBE_CHAT, new Date(0));
   } catch (error) {
     const message = (error as Error).message;
-    return message.includes(dir) ? message : `the chat template in ${join(dir, 'tokenizer_config.json')} fails on a probe chat (system + user message): ${message}`;
+    return message.includes(dir)
+      ? message
+      : `the chat template in ${join(dir, 'tokenizer_config.json')} fails on a probe chat (system + user message): ${message}`;
   }
   return undefined;
 }

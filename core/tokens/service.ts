@@ -9,7 +9,9 @@ import type { CountJob } from './counter.ts';
 import type { FromWorker, ToWorker } from './worker.ts';
 
 export type FallbackReason = 'loading' | 'load_failed' | 'too_long' | 'timeout' | 'busy' | 'failed' | 'restarted';
-export type CountOutcome = { readonly ok: true; readonly ids: readonly Uint32Array[] } | { readonly ok: false; readonly reason: FallbackReason; readonly detail?: string };
+export type CountOutcome =
+  | { readonly ok: true; readonly ids: readonly Uint32Array[] }
+  | { readonly ok: false; readonly reason: FallbackReason; readonly detail?: string };
 
 export interface TokenizerServiceOptions {
   /** Bytes of cached segment ids per folder (default 64 MiB). */

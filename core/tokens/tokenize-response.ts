@@ -148,7 +148,8 @@ export class TokenizeResponseReader {
       return;
     }
     if (this.#key === 'tokens') this.#fail('"tokens" is not an array');
-    if (text !== 'null' && text !== 'true' && text !== 'false' && !/^-?\d+(\.\d+)?([eE][+-]?\d+)?$/.test(text)) this.#fail(`"${this.#key}" holds ${JSON.stringify(text.slice(0, 20))}`);
+    if (text !== 'null' && text !== 'true' && text !== 'false' && !/^-?\d+(\.\d+)?([eE][+-]?\d+)?$/.test(text))
+      this.#fail(`"${this.#key}" holds ${JSON.stringify(text.slice(0, 20))}`);
   }
 
   #idChar(c: number, space: boolean): void {

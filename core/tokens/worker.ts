@@ -44,7 +44,10 @@ port.on('message', (message: ToWorker) => {
       return;
     }
     const ids = counter.encode(job, plan);
-    port.postMessage({ type: 'counted', id, ids } satisfies FromWorker, ids.map((a) => a.buffer as ArrayBuffer));
+    port.postMessage(
+      { type: 'counted', id, ids } satisfies FromWorker,
+      ids.map((a) => a.buffer as ArrayBuffer),
+    );
   } catch (error) {
     port.postMessage({ type: 'counted', id, error: (error as Error).message } satisfies FromWorker);
   }

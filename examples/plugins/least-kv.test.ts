@@ -13,7 +13,10 @@ test('least-kv passes the conformance suite', () => {
 });
 
 test('picks the replica with the most free KV cache', () => {
-  const result = create().pick(request(), fleet(3, (i) => ({ kvUsage: [0.7, 0.2, 0.5][i] })));
+  const result = create().pick(
+    request(),
+    fleet(3, (i) => ({ kvUsage: [0.7, 0.2, 0.5][i] })),
+  );
   assert.equal(expectPick(result).replica, 'r1');
 });
 

@@ -107,7 +107,10 @@ export function runConformance(definition: StrategyDefinition<unknown>, options:
   if (first && second) {
     const at = first.picks.findIndex((pick, i) => pick !== second.picks[i]);
     if (at >= 0) {
-      fail('deterministic', `same seed, different picks: request ${at} got ${first.picks[at]} then ${second.picks[at]} (use ctx.random and ctx.now, not Math.random or Date.now)`);
+      fail(
+        'deterministic',
+        `same seed, different picks: request ${at} got ${first.picks[at]} then ${second.picks[at]} (use ctx.random and ctx.now, not Math.random or Date.now)`,
+      );
     }
   }
 
@@ -115,7 +118,11 @@ export function runConformance(definition: StrategyDefinition<unknown>, options:
   const timed = make(context({ seed }));
   if (timed) {
     const budgetMs = options.budgetMs ?? 1;
-    const measure = () => safely(() => measurePickTime(timed, { picks: options.budgetPicks, percentile: options.budgetPercentile }), (error) => fail('budget', `timing run threw: ${messageOf(error)}`));
+    const measure = () =>
+      safely(
+        () => measurePickTime(timed, { picks: options.budgetPicks, percentile: options.budgetPercentile }),
+        (error) => fail('budget', `timing run threw: ${messageOf(error)}`),
+      );
     let timing = measure();
     // A busy machine (descheduling, another process's burst) slows the tail, a
     // slow strategy its median: with a fast median, two more rounds, the best counts.
@@ -124,7 +131,10 @@ export function runConformance(definition: StrategyDefinition<unknown>, options:
       if (again && again.atPercentile < timing.atPercentile) timing = again;
     }
     if (timing && timing.atPercentile > budgetMs) {
-      fail('budget', `p${timing.percentile} pick time ${timing.atPercentile.toFixed(3)} ms is over the ${budgetMs} ms budget (p50 ${timing.p50.toFixed(3)} ms, max ${timing.max.toFixed(3)} ms over ${timing.picks} picks of 16 candidates)`);
+      fail(
+        'budget',
+        `p${timing.percentile} pick time ${timing.atPercentile.toFixed(3)} ms is over the ${budgetMs} ms budget (p50 ${timing.p50.toFixed(3)} ms, max ${timing.max.toFixed(3)} ms over ${timing.picks} picks of 16 candidates)`,
+      );
     }
     disposeTwice(timed, fail);
   }
@@ -136,11 +146,20 @@ export function runConformance(definition: StrategyDefinition<unknown>, options:
   // State handed over on a reload, and state it doesn't recognize (an older version's).
   if (second) {
     if (second.instance.exportState) {
-      const state = safely(() => second.instance.exportState!(), (error) => fail('state-handover', `exportState() threw: ${messageOf(error)}`));
+      const state = safely(
+        () => second.instance.exportState!(),
+        (error) => fail('state-handover', `exportState() threw: ${messageOf(error)}`),
+      );
       const successorCtx = context({ seed, previousState: state });
       const successor = make(successorCtx);
       if (successor) {
-        replay(successor, successorCtx, workload.slice(0, 50), (check, message) => fail(check === 'given-candidates-only' ? 'state-handover' : check, `after a handover: ${message}`), true);
+        replay(
+          successor,
+          successorCtx,
+          workload.slice(0, 50),
+          (check, message) => fail(check === 'given-candidates-only' ? 'state-handover' : check, `after a handover: ${message}`),
+          true,
+        );
         disposeTwice(successor, fail);
       }
     }
@@ -176,7 +195,12 @@ export function assertConformance(definition: StrategyDefinition<unknown>, optio
 export function expectPick(result: PickResult): ReplicaPick {
   if (result != null && !isPass(result) && typeof result.replica === 'string') return result;
   throw new AssertionError({
-    message: result == null ? `the strategy returned ${result}, not a pick` : isPass(result) ? `the strategy passed: ${result.reason}` : 'the strategy returned no replica',
+    message:
+      result == null
+        ? `the strategy returned ${result}, not a pick`
+        : isPass(result)
+          ? `the strategy passed: ${result.reason}`
+          : 'the strategy returned no replica',
     actual: result,
     expected: 'a pick { replica, reason }',
     operator: 'expectPick',
@@ -221,7 +245,10 @@ export function measurePickTime(instance: StrategyInstance, options: { picks?: n
         conversationId: `conv-${i % 24}`,
         adapter: i % 3 === 0 ? ADAPTERS[i % ADAPTERS.length] : undefined,
         // 256 blocks: the router's most; a long shared system prompt, then the conversation.
-        prefixHashes: chainBlockHashes(Array.from({ length: 256 }, (_, b) => (b < 64 ? b : i * 1000 + b)), 'test-model'),
+        prefixHashes: chainBlockHashes(
+          Array.from({ length: 256 }, (_, b) => (b < 64 ? b : i * 1000 + b)),
+          'test-model',
+        ),
       }),
     ),
   );
@@ -308,7 +335,8 @@ function checkEdges(instance: StrategyInstance, fail: Fail): void {
     if (none.ok && none.replica !== undefined) fail('empty-fleet', `picked "${none.replica}" out of no candidates (${req.id}); pass instead`);
     const only = freezeAll([candidate({ id: 'only', kvUsage: 0.97, saturated: true })]);
     const one = attempt(instance, req, only, 'single-candidate', fail);
-    if (one.ok && one.replica !== undefined && one.replica !== 'only') fail('single-candidate', `picked "${one.replica}", not the one candidate "only" (${req.id})`);
+    if (one.ok && one.replica !== undefined && one.replica !== 'only')
+      fail('single-candidate', `picked "${one.replica}", not the one candidate "only" (${req.id})`);
   }
 }
 
@@ -333,7 +361,10 @@ function attempt(
     return { ok: false };
   }
   if (!candidates.some((c) => c.id === result.replica)) {
-    fail(check === 'empty-fleet' || check === 'single-candidate' ? check : 'given-candidates-only', `picked "${result.replica}", which is not among the ${candidates.length} candidate(s) it was given (${req.id})`);
+    fail(
+      check === 'empty-fleet' || check === 'single-candidate' ? check : 'given-candidates-only',
+      `picked "${result.replica}", which is not among the ${candidates.length} candidate(s) it was given (${req.id})`,
+    );
     return { ok: false };
   }
   if (typeof result.reason !== 'string') fail(check, `a pick needs a string reason for the decision trace (${req.id})`);
@@ -362,7 +393,13 @@ function replay(
   };
   let reported = 0;
   workload.forEach((step, n) => {
-    const outcome = attempt(instance, step.request, step.candidates, 'given-candidates-only', report && reported < 3 ? (c, m) => (reported++, fail(c, m)) : () => {});
+    const outcome = attempt(
+      instance,
+      step.request,
+      step.candidates,
+      'given-candidates-only',
+      report && reported < 3 ? (c, m) => (reported++, fail(c, m)) : () => {},
+    );
     picks.push(outcome.ok ? (outcome.replica ?? 'pass') : 'fault');
     // Where the router sent it: this strategy's pick, or what the rest of the chain chose.
     const replica = outcome.replica ?? leastLoaded(step.candidates).best!.id;

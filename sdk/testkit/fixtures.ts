@@ -3,17 +3,7 @@
 import { DEFAULT_LOAD_SCORE_WEIGHTS } from '../load-score.ts';
 import { prefixHashes, prefixSeed } from '../prefix.ts';
 import { seededRandom } from '../random.ts';
-import type {
-  Candidate,
-  Engine,
-  KvIndexView,
-  LoadScoreWeights,
-  LoadSignals,
-  Logger,
-  ReplicaCapacity,
-  RoutedRequest,
-  StrategyContext,
-} from '../types.ts';
+import type { Candidate, Engine, KvIndexView, LoadScoreWeights, LoadSignals, Logger, ReplicaCapacity, RoutedRequest, StrategyContext } from '../types.ts';
 
 /** A candidate: any field of Candidate, and the common signals as shorthands. */
 export interface CandidateInit {

@@ -139,7 +139,9 @@ export async function runEmulateCommand(argv: readonly string[], io: CommandIO =
   }
   // The URL alone on stdout, for scripts; what it is on stderr, for people.
   stdout.write(`${emulator.url}\n`);
-  stderr.write(`switchyard emulate: ${options.engine ?? 'vllm'} replica, profile ${String(options.profile)}, speed ${options.speed ?? 1}x, at ${emulator.url}\n`);
+  stderr.write(
+    `switchyard emulate: ${options.engine ?? 'vllm'} replica, profile ${String(options.profile)}, speed ${options.speed ?? 1}x, at ${emulator.url}\n`,
+  );
   io.onListening?.(emulator);
 
   await new Promise<void>((resolve) => {

@@ -63,7 +63,9 @@ export class EngineTokenizer {
       json = JSON.parse(await readFile(join(dir, 'tokenizer.json'), 'utf8'));
       config = JSON.parse(await readFile(join(dir, 'tokenizer_config.json'), 'utf8')) as Config;
     } catch (error) {
-      throw new Error(`cannot read the tokenizer folder ${dir} (it needs tokenizer.json and tokenizer_config.json, as on the Hugging Face hub): ${(error as Error).message}`);
+      throw new Error(
+        `cannot read the tokenizer folder ${dir} (it needs tokenizer.json and tokenizer_config.json, as on the Hugging Face hub): ${(error as Error).message}`,
+      );
     }
     const tokenizer = new Tokenizer(json as never, config as never);
     const source = typeof config.chat_template === 'string' ? config.chat_template : undefined;

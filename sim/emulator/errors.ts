@@ -37,8 +37,6 @@ export function errorBody(type: string, message: string, status: number, param: 
   return { error: { message, type, param, code: status } };
 }
 
-export const badRequest = (message: string, param: string | null = null): EmulatorError =>
-  new EmulatorError('BadRequestError', message, param);
+export const badRequest = (message: string, param: string | null = null): EmulatorError => new EmulatorError('BadRequestError', message, param);
 
-export const modelNotFound = (model: string): EmulatorError =>
-  new EmulatorError('NotFoundError', `The model \`${model}\` does not exist.`, 'model');
+export const modelNotFound = (model: string): EmulatorError => new EmulatorError('NotFoundError', `The model \`${model}\` does not exist.`, 'model');

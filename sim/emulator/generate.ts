@@ -111,7 +111,13 @@ export function generate(
         done.reduce((sum, r) => sum + r.cachedTokens, 0),
       );
       const outcomes = (): ChoiceOutcome[] =>
-        done.map((r, i) => ({ text: job.prompts[i].output?.slice(0, r.outputTokens).join('') ?? (job.prompts[i].trimFirst ? fillerText(r.outputTokens).trimStart() : fillerText(r.outputTokens)), finishReason: r.finishReason, outputTokens: r.outputTokens }));
+        done.map((r, i) => ({
+          text:
+            job.prompts[i].output?.slice(0, r.outputTokens).join('') ??
+            (job.prompts[i].trimFirst ? fillerText(r.outputTokens).trimStart() : fillerText(r.outputTokens)),
+          finishReason: r.finishReason,
+          outputTokens: r.outputTokens,
+        }));
       if (job.stream) {
         if (writable()) {
           if (!aborted && job.format) raw.write(job.format.close(outcomes(), totals));
@@ -130,7 +136,14 @@ export function generate(
       } else if (job.format) {
         resolve(job.format.body(outcomes(), totals));
       } else {
-        resolve(fullResponse(kind, head, outcomes().map((o, i) => ({ text: o.text, finishReason: o.finishReason, extra: job.decorate?.(i, o) })), totals));
+        resolve(
+          fullResponse(
+            kind,
+            head,
+            outcomes().map((o, i) => ({ text: o.text, finishReason: o.finishReason, extra: job.decorate?.(i, o) })),
+            totals,
+          ),
+        );
       }
     };
 

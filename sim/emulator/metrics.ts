@@ -40,7 +40,12 @@ export class EngineExporter {
       .family('vllm:num_requests_running', 'gauge', 'Number of requests in model execution batches.', one(m.running))
       .family('vllm:num_requests_waiting', 'gauge', 'Number of requests waiting to be processed.', one(m.waiting))
       .family('vllm:kv_cache_usage_perc', 'gauge', 'KV-cache usage. 1 means 100 percent usage.', one(m.kvUsage))
-      .family('vllm:gpu_cache_usage_perc', 'gauge', 'GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use vllm:kv_cache_usage_perc instead.', one(m.kvUsage))
+      .family(
+        'vllm:gpu_cache_usage_perc',
+        'gauge',
+        'GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use vllm:kv_cache_usage_perc instead.',
+        one(m.kvUsage),
+      )
       .family('vllm:prefix_cache_queries_total', 'counter', 'Prefix cache queries, in terms of number of queried tokens.', one(m.prefixCacheQueries))
       .family('vllm:prefix_cache_hits_total', 'counter', 'Prefix cache hits, in terms of number of cached tokens.', one(m.prefixCacheHits))
       .family('vllm:num_preemptions_total', 'counter', 'Cumulative number of preemption from the engine.', one(m.preemptions))
@@ -93,19 +98,21 @@ export class EngineExporter {
     const one = (value: number) => [{ labels, value }];
     const usedTokens = Math.round(m.kvUsage * m.numGpuBlocks) * m.blockSize;
     const finished = m.finished.stop + m.finished.length + m.finished.abort;
-    return new Exposition()
-      .family('sglang:num_running_reqs', 'gauge', 'The number of running requests.', one(m.running))
-      .family('sglang:num_queue_reqs', 'gauge', 'The number of requests in the waiting queue.', one(m.waiting))
-      .family('sglang:max_total_num_tokens', 'gauge', 'Maximum total number of tokens in the KV cache pool.', one(m.numGpuBlocks * m.blockSize))
-      .family('sglang:num_used_tokens', 'gauge', 'The number of used tokens.', one(usedTokens))
-      .family('sglang:token_usage', 'gauge', 'The token usage.', one(m.kvUsage))
-      // Cumulative here; SGLang reports it over its recent logging window.
-      .family('sglang:cache_hit_rate', 'gauge', 'The prefix cache hit rate.', one(m.prefixCacheQueries === 0 ? 0 : m.prefixCacheHits / m.prefixCacheQueries))
-      .family('sglang:prompt_tokens_total', 'counter', 'Number of prefill tokens processed.', one(m.promptTokens))
-      .family('sglang:generation_tokens_total', 'counter', 'Number of generation tokens processed.', one(m.generationTokens))
-      .family('sglang:num_requests_total', 'counter', 'Number of requests processed.', one(finished))
-      .family('sglang:num_aborted_requests_total', 'counter', 'Number of requests aborted.', one(m.finished.abort))
-      .family('sglang:time_to_first_token_seconds', 'histogram', 'Histogram of time to first token in seconds.', this.ttft.samples(labels))
-      .text();
+    return (
+      new Exposition()
+        .family('sglang:num_running_reqs', 'gauge', 'The number of running requests.', one(m.running))
+        .family('sglang:num_queue_reqs', 'gauge', 'The number of requests in the waiting queue.', one(m.waiting))
+        .family('sglang:max_total_num_tokens', 'gauge', 'Maximum total number of tokens in the KV cache pool.', one(m.numGpuBlocks * m.blockSize))
+        .family('sglang:num_used_tokens', 'gauge', 'The number of used tokens.', one(usedTokens))
+        .family('sglang:token_usage', 'gauge', 'The token usage.', one(m.kvUsage))
+        // Cumulative here; SGLang reports it over its recent logging window.
+        .family('sglang:cache_hit_rate', 'gauge', 'The prefix cache hit rate.', one(m.prefixCacheQueries === 0 ? 0 : m.prefixCacheHits / m.prefixCacheQueries))
+        .family('sglang:prompt_tokens_total', 'counter', 'Number of prefill tokens processed.', one(m.promptTokens))
+        .family('sglang:generation_tokens_total', 'counter', 'Number of generation tokens processed.', one(m.generationTokens))
+        .family('sglang:num_requests_total', 'counter', 'Number of requests processed.', one(finished))
+        .family('sglang:num_aborted_requests_total', 'counter', 'Number of requests aborted.', one(m.finished.abort))
+        .family('sglang:time_to_first_token_seconds', 'histogram', 'Histogram of time to first token in seconds.', this.ttft.samples(labels))
+        .text()
+    );
   }
 }

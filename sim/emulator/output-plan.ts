@@ -68,12 +68,15 @@ export function valueFor(schema: unknown, depth = 0): unknown {
 
 /** The function a chat request's tools and tool_choice call, or undefined (no tools, "none", or the last turn is a tool's answer). */
 function calledTool(body: Body): { name: string; parameters: unknown } | undefined {
-  const tools = Array.isArray(body.tools) ? (body.tools as Body[]).filter((t) => t?.type === 'function' && t.function && typeof (t.function as Body).name === 'string') : [];
+  const tools = Array.isArray(body.tools)
+    ? (body.tools as Body[]).filter((t) => t?.type === 'function' && t.function && typeof (t.function as Body).name === 'string')
+    : [];
   if (tools.length === 0 || body.tool_choice === 'none') return undefined;
   const messages = body.messages as Body[] | undefined;
   // A tool loop ends: once a tool has answered, the model answers in words.
   if (body.tool_choice !== 'required' && typeof body.tool_choice !== 'object' && messages?.[messages.length - 1]?.role === 'tool') return undefined;
-  const wanted = typeof body.tool_choice === 'object' && body.tool_choice !== null ? ((body.tool_choice as Body).function as Body | undefined)?.name : undefined;
+  const wanted =
+    typeof body.tool_choice === 'object' && body.tool_choice !== null ? ((body.tool_choice as Body).function as Body | undefined)?.name : undefined;
   const tool = (tools.find((t) => (t.function as Body).name === wanted) ?? tools[0]).function as Body;
   return { name: tool.name as string, parameters: tool.parameters };
 }
@@ -140,6 +143,8 @@ export function completionLogprobs(tokens: readonly string[], top: number): obje
     text_offset: tokens.map((t) => ((offset += t.length), offset - t.length)),
     token_logprobs: tokens.map((_, i) => -0.05 * (i % 7)),
     tokens,
-    top_logprobs: tokens.map((t, i) => Object.fromEntries(Array.from({ length: Math.max(1, top) }, (_, r) => [r === 0 ? t : `${t.trim()}${r}`, -0.05 * (i % 7) - r * 1.5]))),
+    top_logprobs: tokens.map((t, i) =>
+      Object.fromEntries(Array.from({ length: Math.max(1, top) }, (_, r) => [r === 0 ? t : `${t.trim()}${r}`, -0.05 * (i % 7) - r * 1.5])),
+    ),
   };
 }

@@ -117,7 +117,8 @@ export function parseCompletionBody(raw: unknown): GenerationSpec {
   if (typeof prompt === 'string') prompts = [prompt];
   else if (Array.isArray(prompt) && prompt.length > 0 && prompt.every((p) => typeof p === 'string')) prompts = prompt as string[];
   // prompt_embeds (vLLM --enable-prompt-embeds): a base64 tensor the emulator does not decode; one short prompt per tensor.
-  else if (prompt === undefined && (typeof body.prompt_embeds === 'string' || Array.isArray(body.prompt_embeds))) prompts = Array.isArray(body.prompt_embeds) ? body.prompt_embeds.map(() => '') : [''];
+  else if (prompt === undefined && (typeof body.prompt_embeds === 'string' || Array.isArray(body.prompt_embeds)))
+    prompts = Array.isArray(body.prompt_embeds) ? body.prompt_embeds.map(() => '') : [''];
   else throw badRequest('`prompt` must be a string or a non-empty array of strings', 'prompt');
   // max_tokens 0 with echo scores the prompt and generates nothing (vLLM accepts it).
   const echoOnly = body.max_tokens === 0 && body.echo === true;
@@ -138,7 +139,8 @@ export function parseEmbeddingBody(raw: unknown): EmbeddingSpec {
   const input = body.input;
   let inputs: string[];
   // vLLM embeds a chat conversation too, rendered as one input.
-  if (input === undefined && Array.isArray(body.messages) && body.messages.length > 0) inputs = [renderChat(body.messages as { role: string; content?: unknown }[])];
+  if (input === undefined && Array.isArray(body.messages) && body.messages.length > 0)
+    inputs = [renderChat(body.messages as { role: string; content?: unknown }[])];
   else if (typeof input === 'string') inputs = [input];
   else if (Array.isArray(input) && input.length > 0 && input.every((p) => typeof p === 'string')) inputs = input as string[];
   else throw badRequest('`input` must be a string or a non-empty array of strings', 'input');

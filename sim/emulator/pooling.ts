@@ -18,7 +18,12 @@ const created = () => Math.floor(Date.now() / 1000);
 const usage = (tokens: number) => ({ prompt_tokens: tokens, total_tokens: tokens, completion_tokens: 0, prompt_tokens_details: null });
 
 function words(text: string): Set<string> {
-  return new Set(text.toLowerCase().split(/[^a-z0-9]+/).filter(Boolean));
+  return new Set(
+    text
+      .toLowerCase()
+      .split(/[^a-z0-9]+/)
+      .filter(Boolean),
+  );
 }
 
 /** Word overlap of two texts, in (0, 1). */
@@ -54,7 +59,9 @@ export function registerPoolingRoutes(app: FastifyInstance, models: ServedModels
     const model = modelOf(body);
     if (typeof body.query !== 'string') throw badRequest('`query` must be a string', 'query');
     const documents = texts(body.documents, 'documents');
-    const ranked = documents.map((text, index) => ({ index, document: { text }, relevance_score: relevance(body.query as string, text) })).sort((x, y) => y.relevance_score - x.relevance_score);
+    const ranked = documents
+      .map((text, index) => ({ index, document: { text }, relevance_score: relevance(body.query as string, text) }))
+      .sort((x, y) => y.relevance_score - x.relevance_score);
     const topN = typeof body.top_n === 'number' && body.top_n > 0 ? body.top_n : ranked.length;
     const tokens = documents.reduce((sum, d) => sum + estimateTokens(body.query as string) + estimateTokens(d), 0);
     return { id: id('rerank'), model, usage: { total_tokens: tokens }, results: ranked.slice(0, topN) };
@@ -89,7 +96,14 @@ export function registerPoolingRoutes(app: FastifyInstance, models: ServedModels
     const body = request.body as Body;
     const model = modelOf(body);
     const all = inputs(body);
-    return { id: id('pool'), object: 'list', created: created(), model, data: all.map((text, index) => ({ index, object: 'pooling', data: embed(text) })), usage: usage(all.reduce((s, t) => s + estimateTokens(t), 0)) };
+    return {
+      id: id('pool'),
+      object: 'list',
+      created: created(),
+      model,
+      data: all.map((text, index) => ({ index, object: 'pooling', data: embed(text) })),
+      usage: usage(all.reduce((s, t) => s + estimateTokens(t), 0)),
+    };
   });
 
   // Audio arrives as multipart/form-data: read with the platform's own parser (undici's FormData).

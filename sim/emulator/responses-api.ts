@@ -73,7 +73,8 @@ export function parseResponsesBody(raw: unknown, store: ResponseStore): Response
   const messages = [...(instructions ? [{ role: 'system', content: instructions }] : []), ...earlier, ...inputMessages(body.input ?? [])];
   if (messages.length === 0) throw badRequest('`input` must not be empty', 'input');
   const maxTokens = body.max_output_tokens;
-  if (maxTokens !== undefined && maxTokens !== null && !(Number.isInteger(maxTokens) && (maxTokens as number) >= 1)) throw badRequest('`max_output_tokens` must be an integer >= 1', 'max_output_tokens');
+  if (maxTokens !== undefined && maxTokens !== null && !(Number.isInteger(maxTokens) && (maxTokens as number) >= 1))
+    throw badRequest('`max_output_tokens` must be an integer >= 1', 'max_output_tokens');
   return {
     // vLLM names the response after the request's request_id when one is given.
     id: typeof body.request_id === 'string' && body.request_id !== '' ? body.request_id : `resp_${hex()}`,
@@ -131,20 +132,41 @@ export function responsesFormat(spec: ResponsesSpec, model: string, store: Respo
       : null,
     user: null,
   });
-  const messageItem = (text: string, status: string) => ({ id: itemId, content: [{ annotations: [], text, type: 'output_text', logprobs: null }], role: 'assistant', status, type: 'message' });
+  const messageItem = (text: string, status: string) => ({
+    id: itemId,
+    content: [{ annotations: [], text, type: 'output_text', logprobs: null }],
+    role: 'assistant',
+    status,
+    type: 'message',
+  });
   const finished = (outcomes: readonly ChoiceOutcome[], totals: Usage) => {
     const body = response('completed', outcomes[0], totals);
-    if (spec.store) store.put(spec.id, [...spec.messages.filter((m, i) => !(i === 0 && spec.instructions && m.role === 'system')), { role: 'assistant', content: outcomes[0].text }], body);
+    if (spec.store)
+      store.put(
+        spec.id,
+        [...spec.messages.filter((m, i) => !(i === 0 && spec.instructions && m.role === 'system')), { role: 'assistant', content: outcomes[0].text }],
+        body,
+      );
     return body;
   };
   const next = (type: string, payload: object) => event(type, { ...payload, sequence_number: sequence++ });
   return {
-    open: () => next('response.created', { response: response('in_progress', undefined, undefined) }) + next('response.in_progress', { response: response('in_progress', undefined, undefined) }),
+    open: () =>
+      next('response.created', { response: response('in_progress', undefined, undefined) }) +
+      next('response.in_progress', { response: response('in_progress', undefined, undefined) }),
     token(_choice, index, text) {
       let out = '';
       if (index === 0) {
-        out += next('response.output_item.added', { output_index: 0, item: { id: itemId, content: [], role: 'assistant', status: 'in_progress', type: 'message' } });
-        out += next('response.content_part.added', { item_id: itemId, output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [], logprobs: [] } });
+        out += next('response.output_item.added', {
+          output_index: 0,
+          item: { id: itemId, content: [], role: 'assistant', status: 'in_progress', type: 'message' },
+        });
+        out += next('response.content_part.added', {
+          item_id: itemId,
+          output_index: 0,
+          content_index: 0,
+          part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
+        });
       }
       streamed += text;
       return out + next('response.output_text.delta', { item_id: itemId, output_index: 0, content_index: 0, delta: text, logprobs: [] });
@@ -190,7 +212,13 @@ export function parseMessagesBody(raw: unknown): MessagesSpec {
   const messages: Message[] = (body.messages as Body[]).map((m) => ({ role: String(m?.role ?? 'user'), content: anthropicText(m?.content) }));
   if (body.system !== undefined) messages.unshift({ role: 'system', content: anthropicText(body.system) });
   const stop = Array.isArray(body.stop_sequences) ? (body.stop_sequences as unknown[]).filter((s): s is string => typeof s === 'string' && s !== '') : [];
-  return { model: typeof body.model === 'string' ? body.model : undefined, messages, maxTokens: body.max_tokens as number, stream: body.stream === true, stopSequences: stop };
+  return {
+    model: typeof body.model === 'string' ? body.model : undefined,
+    messages,
+    maxTokens: body.max_tokens as number,
+    stream: body.stream === true,
+    stopSequences: stop,
+  };
 }
 
 /** Anthropic's message body and its stream of message_start … message_stop events. */
@@ -202,7 +230,18 @@ export function messagesFormat(model: string, stopSequence: string | null, promp
     token(_choice, index, text) {
       let out = '';
       if (index === 0) {
-        out += event('message_start', { message: { id, type: 'message', role: 'assistant', content: [], model, stop_reason: null, stop_sequence: null, usage: { input_tokens: promptTokens, output_tokens: 0 } } });
+        out += event('message_start', {
+          message: {
+            id,
+            type: 'message',
+            role: 'assistant',
+            content: [],
+            model,
+            stop_reason: null,
+            stop_sequence: null,
+            usage: { input_tokens: promptTokens, output_tokens: 0 },
+          },
+        });
         out += event('content_block_start', { index: 0, content_block: { type: 'text', text: '' } });
         out += event('ping', {});
       }
@@ -211,7 +250,10 @@ export function messagesFormat(model: string, stopSequence: string | null, promp
     close(outcomes, totals) {
       return (
         event('content_block_stop', { index: 0 }) +
-        event('message_delta', { delta: { stop_reason: stopReason(outcomes[0]), stop_sequence: stopSequence }, usage: { input_tokens: totals.prompt_tokens, output_tokens: totals.completion_tokens } }) +
+        event('message_delta', {
+          delta: { stop_reason: stopReason(outcomes[0]), stop_sequence: stopSequence },
+          usage: { input_tokens: totals.prompt_tokens, output_tokens: totals.completion_tokens },
+        }) +
         event('message_stop', {})
       );
     },

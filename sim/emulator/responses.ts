@@ -127,13 +127,20 @@ function sse(payload: object): string {
 /** A streamed chat tool call as vLLM streams it: the call's id and name first, then its arguments in pieces. */
 export function toolCallStream(head: ResponseHead, call: { id: string; function: { name: string } }, includeUsage: boolean) {
   const chunk = (index: number, delta: object, finishReason: string | null) =>
-    sse({ id: head.id, object: 'chat.completion.chunk', created: head.created, model: head.model, choices: [{ index, delta, logprobs: null, finish_reason: finishReason }] });
+    sse({
+      id: head.id,
+      object: 'chat.completion.chunk',
+      created: head.created,
+      model: head.model,
+      choices: [{ index, delta, logprobs: null, finish_reason: finishReason }],
+    });
   return {
     open: () => '',
     token(choice: number, index: number, text: string) {
       const opening =
         index === 0
-          ? chunk(choice, { role: 'assistant', content: '' }, null) + chunk(choice, { tool_calls: [{ index: 0, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] }, null)
+          ? chunk(choice, { role: 'assistant', content: '' }, null) +
+            chunk(choice, { tool_calls: [{ index: 0, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] }, null)
           : '';
       return opening + chunk(choice, { tool_calls: [{ index: 0, function: { arguments: text } }] }, null);
     },

@@ -57,10 +57,7 @@ export class ServedModels {
     });
     return {
       object: 'list',
-      data: [
-        entry(servedModelName, modelPath, null, maxModelLen),
-        ...[...this.adapters].map(([name, path]) => entry(name, path, servedModelName, null)),
-      ],
+      data: [entry(servedModelName, modelPath, null, maxModelLen), ...[...this.adapters].map(([name, path]) => entry(name, path, servedModelName, null))],
     };
   }
 }

@@ -92,8 +92,10 @@ function decorator(spec: GenerationSpec, plans: readonly (OutputPlan | undefined
       extra.finish_reason = 'tool_calls';
     }
     if (plan?.stopString) extra.stop_reason = plan.stopString;
-    const tokens = plan?.tokens.slice(0, outcome.outputTokens) ?? Array.from({ length: outcome.outputTokens }, (_, t) => fillerText(t + 1).slice(fillerText(t).length));
-    if (spec.kind === 'chat' && body.logprobs === true) extra.logprobs = chatLogprobs(tokens, typeof body.top_logprobs === 'number' ? Math.min(body.top_logprobs, 20) : 0);
+    const tokens =
+      plan?.tokens.slice(0, outcome.outputTokens) ?? Array.from({ length: outcome.outputTokens }, (_, t) => fillerText(t + 1).slice(fillerText(t).length));
+    if (spec.kind === 'chat' && body.logprobs === true)
+      extra.logprobs = chatLogprobs(tokens, typeof body.top_logprobs === 'number' ? Math.min(body.top_logprobs, 20) : 0);
     if (spec.kind === 'completion' && typeof body.logprobs === 'number') extra.logprobs = completionLogprobs(tokens, Math.min(body.logprobs, 20));
     return extra;
   };
@@ -156,7 +158,13 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
   let healthy = true;
 
   // Like vLLM (Python's json), a key named __proto__ is an ordinary key (a tool schema may have such a property).
-  const app = Fastify({ logger: false, bodyLimit: 64 * 1024 * 1024, forceCloseConnections: true, onProtoPoisoning: 'ignore', onConstructorPoisoning: 'ignore' });
+  const app = Fastify({
+    logger: false,
+    bodyLimit: 64 * 1024 * 1024,
+    forceCloseConnections: true,
+    onProtoPoisoning: 'ignore',
+    onConstructorPoisoning: 'ignore',
+  });
 
   const onBody = options.onBody;
   if (onBody) {
@@ -196,49 +204,59 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
     if (spec.echoOnly) return echoResponse(spec, servedName);
     const chat = spec.kind === 'chat';
     const plans: (OutputPlan | undefined)[] = [];
-    const prompts = spec.prompts.flatMap((text) => Array<string>(spec.n).fill(text)).map((text): PromptJob => {
-      let ids: number[] | undefined;
-      if (tokenizer && text.length <= (options.tokenizeLimitChars ?? Infinity)) {
-        try {
-          ids = chat && spec.chat ? tokenizer.encodeChat(spec.chat) : tokenizer.encode(text, true);
-        } catch (error) {
-          throw badRequest(`the chat template failed to render: ${String((error as Error).message).slice(0, 300)}`, 'messages');
+    const prompts = spec.prompts
+      .flatMap((text) => Array<string>(spec.n).fill(text))
+      .map((text): PromptJob => {
+        let ids: number[] | undefined;
+        if (tokenizer && text.length <= (options.tokenizeLimitChars ?? Infinity)) {
+          try {
+            ids = chat && spec.chat ? tokenizer.encodeChat(spec.chat) : tokenizer.encode(text, true);
+          } catch (error) {
+            throw badRequest(`the chat template failed to render: ${String((error as Error).message).slice(0, 300)}`, 'messages');
+          }
         }
-      }
-      const promptTokens = ids ? ids.length : estimateTokens(text);
-      const requested = spec.maxTokens ?? 1;
-      if (promptTokens + requested > profile.maxModelLen) {
-        throw badRequest(
-          `This model's maximum context length is ${profile.maxModelLen} tokens. However, you requested ${promptTokens + requested} tokens ` +
-            `(${promptTokens} in the messages, ${requested} in the completion). Please reduce the length of the messages or completion.`,
-          spec.kind === 'chat' ? 'messages' : 'prompt',
-        );
-      }
-      const limit = spec.maxTokens ?? Math.min(defaultMaxTokens, profile.maxModelLen - promptTokens);
-      const plan = planOutput(spec.body, limit, api.stops);
-      plans.push(plan);
-      const maxTokens = plan ? plan.tokens.length : limit;
-      // The whole sequence the engine will hold: the prompt, then the answer it generates (vLLM caches both).
-      const blocks = ids
-        ? tokenBlocks([...ids, ...answerTokenIds(tokenizer!, maxTokens, chat)], profile.blockSize, hasher, adapter)
-        : sequenceBlocks(text, maxTokens, hasher, adapter, chat);
-      return {
-        promptTokens,
-        blocks,
-        maxTokens,
-        // Planned output that fits ends as the model chose to end it; filler runs to max_tokens when one was set.
-        finishReason: plan ? (plan.stopString !== null || plan.toolCall || maxTokens < limit ? 'stop' : 'length') : spec.maxTokens === undefined ? 'stop' : 'length',
-        trimFirst: ids !== undefined && chat,
-        output: plan?.tokens,
-      };
-    });
+        const promptTokens = ids ? ids.length : estimateTokens(text);
+        const requested = spec.maxTokens ?? 1;
+        if (promptTokens + requested > profile.maxModelLen) {
+          throw badRequest(
+            `This model's maximum context length is ${profile.maxModelLen} tokens. However, you requested ${promptTokens + requested} tokens ` +
+              `(${promptTokens} in the messages, ${requested} in the completion). Please reduce the length of the messages or completion.`,
+            spec.kind === 'chat' ? 'messages' : 'prompt',
+          );
+        }
+        const limit = spec.maxTokens ?? Math.min(defaultMaxTokens, profile.maxModelLen - promptTokens);
+        const plan = planOutput(spec.body, limit, api.stops);
+        plans.push(plan);
+        const maxTokens = plan ? plan.tokens.length : limit;
+        // The whole sequence the engine will hold: the prompt, then the answer it generates (vLLM caches both).
+        const blocks = ids
+          ? tokenBlocks([...ids, ...answerTokenIds(tokenizer!, maxTokens, chat)], profile.blockSize, hasher, adapter)
+          : sequenceBlocks(text, maxTokens, hasher, adapter, chat);
+        return {
+          promptTokens,
+          blocks,
+          maxTokens,
+          // Planned output that fits ends as the model chose to end it; filler runs to max_tokens when one was set.
+          finishReason: plan
+            ? plan.stopString !== null || plan.toolCall || maxTokens < limit
+              ? 'stop'
+              : 'length'
+            : spec.maxTokens === undefined
+              ? 'stop'
+              : 'length',
+          trimFirst: ids !== undefined && chat,
+          output: plan?.tokens,
+        };
+      });
     const head = {
       id: responseId(spec.kind, randomUUID().replaceAll('-', '')),
       created: Math.floor(Date.now() / 1000),
       model: spec.model ?? servedName,
     };
     const call = plans[0]?.toolCall;
-    const format = api.format?.(head, prompts[0].promptTokens, plans[0]) ?? (call && spec.stream && spec.kind === 'chat' ? toolCallStream(head, call, spec.includeUsage) : undefined);
+    const format =
+      api.format?.(head, prompts[0].promptTokens, plans[0]) ??
+      (call && spec.stream && spec.kind === 'chat' ? toolCallStream(head, call, spec.includeUsage) : undefined);
     const job = { kind: spec.kind, head, adapter, prompts, stream: spec.stream, includeUsage: spec.includeUsage, format, decorate: decorator(spec, plans) };
     return generate(engine, clock, job, reply, { firstToken: (ms) => exporter.ttft.observe(ms / 1000) });
   };
@@ -258,7 +276,17 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
     const spec = parseResponsesBody(request.body, stored);
     const model = spec.model ?? servedName;
     const body = request.body as Record<string, unknown>;
-    const generation: GenerationSpec = { kind: 'chat', model: spec.model, prompts: [promptOf(spec.messages)], chat: chatInput(body, spec.messages), maxTokens: spec.maxTokens, stream: spec.stream, includeUsage: false, n: 1, body };
+    const generation: GenerationSpec = {
+      kind: 'chat',
+      model: spec.model,
+      prompts: [promptOf(spec.messages)],
+      chat: chatInput(body, spec.messages),
+      maxTokens: spec.maxTokens,
+      stream: spec.stream,
+      includeUsage: false,
+      n: 1,
+      body,
+    };
     return runGeneration(generation, reply, { format: () => responsesFormat(spec, model, stored) });
   });
   app.get('/v1/responses/:id', async (request) => {
@@ -271,8 +299,21 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
     const spec = parseMessagesBody(request.body);
     const model = spec.model ?? servedName;
     const body = request.body as Record<string, unknown>;
-    const generation: GenerationSpec = { kind: 'chat', model: spec.model, prompts: [promptOf(spec.messages)], chat: chatInput(body, spec.messages), maxTokens: spec.maxTokens, stream: spec.stream, includeUsage: false, n: 1, body };
-    return runGeneration(generation, reply, { stops: spec.stopSequences, format: (_head, promptTokens, plan) => messagesFormat(model, plan?.stopString ?? null, promptTokens) });
+    const generation: GenerationSpec = {
+      kind: 'chat',
+      model: spec.model,
+      prompts: [promptOf(spec.messages)],
+      chat: chatInput(body, spec.messages),
+      maxTokens: spec.maxTokens,
+      stream: spec.stream,
+      includeUsage: false,
+      n: 1,
+      body,
+    };
+    return runGeneration(generation, reply, {
+      stops: spec.stopSequences,
+      format: (_head, promptTokens, plan) => messagesFormat(model, plan?.stopString ?? null, promptTokens),
+    });
   });
   registerPoolingRoutes(app, models, servedName);
   app.post('/v1/completions', async (request, reply) => runGeneration(parseCompletionBody(request.body), reply));
@@ -303,9 +344,7 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
 
   app.get('/health', async (_request, reply) => reply.code(healthy ? 200 : 503).send());
 
-  app.get('/metrics', async (_request, reply) =>
-    reply.type('text/plain; version=0.0.4; charset=utf-8').send(exporter.render()),
-  );
+  app.get('/metrics', async (_request, reply) => reply.type('text/plain; version=0.0.4; charset=utf-8').send(exporter.render()));
 
   app.get('/version', async () => ({ version: VLLM_VERSION }));
 

@@ -34,7 +34,9 @@ function flag(b: Body, field: string, fallback: boolean): boolean {
 export function tokenizeRoutes(app: FastifyInstance, options: TokenizeRouteOptions): void {
   const need = (): EngineTokenizer => {
     if (!options.tokenizer) {
-      throw badRequest('this emulated engine has no tokenizer: start it with --tokenizer DIR (a Hugging Face tokenizer folder), or give the model a `tokenizer` in models.yaml');
+      throw badRequest(
+        'this emulated engine has no tokenizer: start it with --tokenizer DIR (a Hugging Face tokenizer folder), or give the model a `tokenizer` in models.yaml',
+      );
     }
     return options.tokenizer;
   };

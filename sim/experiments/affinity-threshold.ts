@@ -46,7 +46,11 @@ export const affinityThreshold: Experiment = {
     for (const rate of LOADS) {
       const workload = documentWorkload(requests, rate);
       const record = (strategy: string, threshold: number | string, strategies: StrategySpec[]) => {
-        const r = runOnce(`${rate} req/s, ${strategy}${threshold !== '' ? ` release at ${threshold}` : ''}`, { policy: { pools: [{ name: 'general', replicas: 4, strategies }] }, workload }, options);
+        const r = runOnce(
+          `${rate} req/s, ${strategy}${threshold !== '' ? ` release at ${threshold}` : ''}`,
+          { policy: { pools: [{ name: 'general', replicas: 4, strategies }] }, workload },
+          options,
+        );
         const o = r.overall;
         rows.push({
           rate,
@@ -66,8 +70,7 @@ export const affinityThreshold: Experiment = {
     }
 
     const chainRows = rows.filter((r) => r.strategy === 'affinity chain');
-    const bestAt = (rate: number) =>
-      chainRows.filter((r) => r.rate === rate).reduce((a, b) => (Number(b.ttft_p99_ms) < Number(a.ttft_p99_ms) - 1e-9 ? b : a));
+    const bestAt = (rate: number) => chainRows.filter((r) => r.rate === rate).reduce((a, b) => (Number(b.ttft_p99_ms) < Number(a.ttft_p99_ms) - 1e-9 ? b : a));
     const bestBaselineAt = (rate: number) =>
       rows.filter((r) => r.rate === rate && r.strategy !== 'affinity chain').reduce((a, b) => (Number(b.ttft_p99_ms) < Number(a.ttft_p99_ms) ? b : a));
     // The lowest threshold that keeps locality: within 2 points of the best hit rate at that load.
@@ -100,7 +103,10 @@ export const affinityThreshold: Experiment = {
       ],
     });
     const spec = {
-      title: { text: 'B. Affinity release threshold (4 × 8B, document Q&A)', subtitle: 'lines: session → prefix affinity → power of two; dashed: best of round-robin, random, least-load' },
+      title: {
+        text: 'B. Affinity release threshold (4 × 8B, document Q&A)',
+        subtitle: 'lines: session → prefix affinity → power of two; dashed: best of round-robin, random, least-load',
+      },
       hconcat: [panel('prefix_hit_rate', 'prefix-cache hit rate', false), panel('ttft_p99_ms', 'p99 TTFT (ms, log)', true)],
     };
 

@@ -81,7 +81,14 @@ export function markdownTable(rows: readonly Row[], columns: Record<string, stri
   const headers = Object.keys(columns);
   const lines = [`| ${headers.join(' | ')} |`, `| ${headers.map(() => '---').join(' | ')} |`];
   for (const row of rows) {
-    lines.push(`| ${headers.map((h) => { const c = columns[h]; return typeof c === 'function' ? c(row) : String(row[c] ?? ''); }).join(' | ')} |`);
+    lines.push(
+      `| ${headers
+        .map((h) => {
+          const c = columns[h];
+          return typeof c === 'function' ? c(row) : String(row[c] ?? '');
+        })
+        .join(' | ')} |`,
+    );
   }
   return lines.join('\n');
 }
@@ -89,7 +96,8 @@ export function markdownTable(rows: readonly Row[], columns: Record<string, stri
 function csvOf(rows: readonly Row[]): string {
   if (rows.length === 0) return '';
   const columns = [...new Set(rows.flatMap((r) => Object.keys(r)))];
-  const cell = (v: string | number | undefined) => (v === undefined || (typeof v === 'number' && !Number.isFinite(v)) ? '' : /[",\n]/.test(String(v)) ? `"${String(v).replace(/"/g, '""')}"` : String(v));
+  const cell = (v: string | number | undefined) =>
+    v === undefined || (typeof v === 'number' && !Number.isFinite(v)) ? '' : /[",\n]/.test(String(v)) ? `"${String(v).replace(/"/g, '""')}"` : String(v);
   return [columns.join(','), ...rows.map((r) => columns.map((c) => cell(r[c])).join(','))].join('\n') + '\n';
 }
 
@@ -119,7 +127,9 @@ export async function writeReport(experiment: Experiment, report: ExperimentRepo
     '',
     report.summary.trim(),
     '',
-    `Data: [${experiment.name}.csv](${experiment.name}.csv)${Object.keys(report.extraTables ?? {}).map((k) => `, [${experiment.name}-${k}.csv](${experiment.name}-${k}.csv)`).join('')}`,
+    `Data: [${experiment.name}.csv](${experiment.name}.csv)${Object.keys(report.extraTables ?? {})
+      .map((k) => `, [${experiment.name}-${k}.csv](${experiment.name}-${k}.csv)`)
+      .join('')}`,
     '',
   ].join('\n');
   write(`${experiment.name}.md`, md);

@@ -72,17 +72,26 @@ export const longContext: Experiment = {
         x: { field: 'rate', type: 'quantitative' as const, title: 'offered load (req/s)' },
         y: { field, type: 'quantitative' as const, title, scale: { type: 'log' as const } },
         color: { field: 'strategy', type: 'nominal' as const, title: 'strategy' },
-        strokeDash: { field: 'setup', type: 'nominal' as const, title: 'pools', sort: ['one pool', 'segregated'], legend: {
+        strokeDash: {
+          field: 'setup',
+          type: 'nominal' as const,
+          title: 'pools',
+          sort: ['one pool', 'segregated'],
+          legend: {
             symbolType: 'stroke',
             symbolStrokeWidth: 2,
             symbolSize: 400,
             // The dash legend has no colour of its own: draw its swatches in grey, or they are invisible.
             encode: { symbols: { update: { stroke: { value: '#555' } } } },
-          } },
+          },
+        },
       },
     });
     const spec = {
-      title: { text: `E. Long-context segregation: 2% of requests at 64k tokens, ${GENERAL + LONG} × 8B`, subtitle: `solid: one pool of ${GENERAL + LONG}; dashed: ${GENERAL} general + ${LONG} long-context` },
+      title: {
+        text: `E. Long-context segregation: 2% of requests at 64k tokens, ${GENERAL + LONG} × 8B`,
+        subtitle: `solid: one pool of ${GENERAL + LONG}; dashed: ${GENERAL} general + ${LONG} long-context`,
+      },
       data: { values: plotRows },
       hconcat: [panel('short_ttft_p99_ms', 'p99 TTFT of the other 98% (ms, log)'), panel('long_ttft_p50_ms', 'p50 TTFT of the 64k requests (ms, log)')],
     };
@@ -116,7 +125,7 @@ export const longContext: Experiment = {
       }),
       '',
       'What it shows: the engine schedules running requests first, and a 64k prefill in progress takes the whole',
-      "step token budget (8,192 tokens) for ~8 steps: requests that arrive meanwhile wait the full ~3.5 s for their",
+      'step token budget (8,192 tokens) for ~8 steps: requests that arrive meanwhile wait the full ~3.5 s for their',
       'first token. With 2% long requests each replica of a shared pool spends a large share of its time in such',
       'prefills, so the tail of everyone else is the length of a long prefill, whatever the strategy — no replica',
       'choice can avoid a replica that will start one a moment later. Segregation removes the effect at the cost',

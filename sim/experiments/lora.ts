@@ -144,7 +144,7 @@ export const lora: Experiment = {
       'What it shows: spreading 20 adapters over every replica puts nearly all of them in every large batch, and each',
       'step pays for each one. Concentrating an adapter on the replica that holds it caps the count at the adapters',
       'pinned there; steps get shorter, so tokens come faster and batches are smaller for the same load. Learned',
-      "affinity (no pins) gets close, but its placement depends on the order adapters first appear and can be",
+      'affinity (no pins) gets close, but its placement depends on the order adapters first appear and can be',
       'uneven across replicas; pinning makes the placement, and the balance, explicit.',
     ].join('\n');
     return { rows, plots: [{ name: '', spec: spec as never }], summary };

@@ -31,10 +31,14 @@ export function priorityRows(options: ExperimentOptions, requests: number, loads
     const rate = Math.round(CAPACITY_RPS * load);
     const workload = mixedWorkload(requests, rate);
     for (const mode of ['probabilistic', 'off'] as const) {
-      const r = runOnce(`${load}× (${rate} req/s), shedding ${mode}`, {
-        policy: { pools: [{ name: 'shared', replicas: 2, strategies: ['power-of-two'], shedding: { mode } }] },
-        workload,
-      }, options);
+      const r = runOnce(
+        `${load}× (${rate} req/s), shedding ${mode}`,
+        {
+          policy: { pools: [{ name: 'shared', replicas: 2, strategies: ['power-of-two'], shedding: { mode } }] },
+          workload,
+        },
+        options,
+      );
       const interactive = r.priorities['0'];
       const batch = r.priorities['-1'];
       if (!interactive || !batch) throw new Error(`priority experiment: the workload sent no ${interactive ? 'batch' : 'interactive'} requests`);
@@ -80,7 +84,11 @@ export const priority: Experiment = {
     const spec = {
       title: { text: 'H. Interactive (0) and batch (-1) traffic in one pool (2 × 8B), shedding on and off' },
       data: { values: plotRows },
-      hconcat: [panel('interactive_ttft_p99_ms', 'interactive TTFT p99 (ms)'), panel('batch_shed_share', 'share of batch shed'), panel('goodput_rps', 'completed requests/s')],
+      hconcat: [
+        panel('interactive_ttft_p99_ms', 'interactive TTFT p99 (ms)'),
+        panel('batch_shed_share', 'share of batch shed'),
+        panel('goodput_rps', 'completed requests/s'),
+      ],
     };
     const summary = [
       `Two replicas of the 8B profile (about ${CAPACITY_RPS} requests/s of this traffic), power of two, Poisson arrivals at`,

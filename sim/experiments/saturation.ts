@@ -43,11 +43,15 @@ export const saturation: Experiment = {
       for (const [label, strategy, exclude] of variants) {
         const samples: TimelineRow[] = [];
         const keep = rate === TIMELINE_RATE && strategy === 'power-of-two';
-        const r = runOnce(`${rate} req/s, ${label}`, {
-          policy: policy(strategy),
-          workload,
-          sim: { excludeSaturated: exclude, timelineIntervalMs: keep ? 250 : 1000, onTimeline: (row) => samples.push(row) },
-        }, options);
+        const r = runOnce(
+          `${rate} req/s, ${label}`,
+          {
+            policy: policy(strategy),
+            workload,
+            sim: { excludeSaturated: exclude, timelineIntervalMs: keep ? 250 : 1000, onTimeline: (row) => samples.push(row) },
+          },
+          options,
+        );
         const o = r.overall;
         const satTime = samples.length ? samples.reduce((s, x) => s + x.saturated, 0) / samples.length : 0;
         rows.push({
@@ -63,7 +67,14 @@ export const saturation: Experiment = {
         });
         if (keep) {
           for (const s of samples) {
-            timeline.push({ mode: exclude ? 'exclude saturated' : 'deprioritize saturated', policy: label, t_s: s.tS, saturated: s.saturated, rejected_per_s: s.rejected * 4, completed_per_s: s.completed * 4 });
+            timeline.push({
+              mode: exclude ? 'exclude saturated' : 'deprioritize saturated',
+              policy: label,
+              t_s: s.tS,
+              saturated: s.saturated,
+              rejected_per_s: s.rejected * 4,
+              completed_per_s: s.completed * 4,
+            });
           }
         }
       }
@@ -93,7 +104,9 @@ export const saturation: Experiment = {
       },
     });
     // Twenty seconds around the worst burst of refusals under exclusion.
-    const worst = timeline.filter((r) => r.mode === 'exclude saturated').reduce((a, b) => (Number(b.rejected_per_s) > Number(a.rejected_per_s) ? b : a), timeline[0]);
+    const worst = timeline
+      .filter((r) => r.mode === 'exclude saturated')
+      .reduce((a, b) => (Number(b.rejected_per_s) > Number(a.rejected_per_s) ? b : a), timeline[0]);
     const windowStart = Math.max(0, Math.floor(Number(worst?.t_s ?? 0) - 10));
     const windowEnd = windowStart + 20;
     const tl = timeline.filter((r) => Number(r.t_s) >= windowStart && Number(r.t_s) <= windowEnd);
@@ -103,7 +116,12 @@ export const saturation: Experiment = {
       data: { values: tl },
       mark: { type: mark, interpolate: 'step-after' as const, opacity: mark === 'area' ? 0.6 : 1, clip: true },
       encoding: {
-        x: { field: 't_s', type: 'quantitative' as const, title: 'virtual time (s), sampled every 250 ms', scale: { domain: [windowStart, windowEnd], nice: false } },
+        x: {
+          field: 't_s',
+          type: 'quantitative' as const,
+          title: 'virtual time (s), sampled every 250 ms',
+          scale: { domain: [windowStart, windowEnd], nice: false },
+        },
         y: { field, type: 'quantitative' as const, title, ...(mark === 'area' ? { stack: null } : {}) },
         color: color(2),
       },
@@ -112,7 +130,13 @@ export const saturation: Experiment = {
       title: { text: 'C. Excluding vs deprioritizing saturated replicas (4 × 8B, gamma arrivals, cv 4)' },
       vconcat: [
         { data: { values: plotRows }, hconcat: [sweepPanel('rejected_pct', 'requests rejected (%)'), sweepPanel('goodput_rps', 'completed requests/s')] },
-        { title: { text: `The saturation cascade at ${TIMELINE_RATE} req/s, ${windowStart}–${windowEnd} s: replicas marked saturated (and, with exclusion, taken out), and refusals`, fontSize: 12 }, vconcat: [timelinePanel('saturated', 'saturated replicas', 'area'), timelinePanel('rejected_per_s', 'rejected per s', 'line')] },
+        {
+          title: {
+            text: `The saturation cascade at ${TIMELINE_RATE} req/s, ${windowStart}–${windowEnd} s: replicas marked saturated (and, with exclusion, taken out), and refusals`,
+            fontSize: 12,
+          },
+          vconcat: [timelinePanel('saturated', 'saturated replicas', 'area'), timelinePanel('rejected_per_s', 'rejected per s', 'line')],
+        },
       ],
       resolve: { scale: { color: 'independent' } },
     };
@@ -122,7 +146,9 @@ export const saturation: Experiment = {
       const e = at(rate, 'exclude');
       return `| ${rate} | ${pct(d.rejected_share)} | ${pct(e.rejected_share)} | ${Number(d.goodput_rps).toFixed(1)} | ${Number(e.goodput_rps).toFixed(1)} | ${d.ttft_p99_ms} ms | ${e.ttft_p99_ms} ms |`;
     });
-    const firstExclusionLoss = RATES.find((rate) => Number(at(rate, 'exclude').rejected_share) >= 0.005 && Number(at(rate, 'deprioritize').rejected_share) < 0.001);
+    const firstExclusionLoss = RATES.find(
+      (rate) => Number(at(rate, 'exclude').rejected_share) >= 0.005 && Number(at(rate, 'deprioritize').rejected_share) < 0.001,
+    );
     const maxSat = (mode: string) => Math.max(0, ...timeline.filter((r) => r.mode === mode).map((r) => Number(r.saturated)));
     const rejectedIn = (mode: string) => timeline.filter((r) => r.mode === mode).reduce((s, r) => s + Number(r.rejected_per_s) / 4, 0);
     const summary = [

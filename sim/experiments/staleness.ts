@@ -32,11 +32,15 @@ export const staleness: Experiment = {
     const run = (stale: number, routers: number, strategy: string, maxStalenessMs: number, variant: string) => {
       // Long enough for several updates at every staleness.
       const durationS = Math.max(60, Math.round(Math.max(120, 4 * stale) * options.scale));
-      const r = runOnce(`${stale} s stale, ${routers} router${routers > 1 ? 's' : ''}, ${strategy}${variant ? ` (${variant})` : ''}`, {
-        policy: { pools: [{ name: 'general', replicas: 4, strategies: [strategy] }], settings: { max_staleness_ms: maxStalenessMs } },
-        workload: workload(durationS),
-        sim: { routers, scrapeIntervalMs: stale * 1000 },
-      }, options);
+      const r = runOnce(
+        `${stale} s stale, ${routers} router${routers > 1 ? 's' : ''}, ${strategy}${variant ? ` (${variant})` : ''}`,
+        {
+          policy: { pools: [{ name: 'general', replicas: 4, strategies: [strategy] }], settings: { max_staleness_ms: maxStalenessMs } },
+          workload: workload(durationS),
+          sim: { routers, scrapeIntervalMs: stale * 1000 },
+        },
+        options,
+      );
       const o = r.overall;
       rows.push({
         staleness_s: stale,
@@ -51,9 +55,11 @@ export const staleness: Experiment = {
     };
     for (const routers of ROUTERS) for (const stale of STALENESS_S) for (const strategy of STRATEGIES) run(stale, routers, strategy, NEVER_STALE_MS, '');
     // Switchyard's guard: past max_staleness_ms (5 s by default) the router estimates load from its own in-flight counts.
-    for (const stale of STALENESS_S.filter((s) => s > 5)) for (const strategy of ['power-of-two', 'least-load']) run(stale, 8, strategy, 5000, 'max_staleness 5 s');
+    for (const stale of STALENESS_S.filter((s) => s > 5))
+      for (const strategy of ['power-of-two', 'least-load']) run(stale, 8, strategy, 5000, 'max_staleness 5 s');
 
-    const get = (stale: number, routers: number, strategy: string) => rows.find((r) => r.staleness_s === stale && r.routers === routers && r.strategy === strategy)!;
+    const get = (stale: number, routers: number, strategy: string) =>
+      rows.find((r) => r.staleness_s === stale && r.routers === routers && r.strategy === strategy)!;
     // Worse: a p99 TTFT more than 10% above random's (smaller gaps are within run-to-run noise).
     const worseThanRandom = (routers: number, strategy: string) =>
       STALENESS_S.find((s) => Number(get(s, routers, strategy).ttft_p99_ms) > 1.1 * Number(get(s, routers, 'random').ttft_p99_ms));
@@ -67,19 +73,32 @@ export const staleness: Experiment = {
         : `${start}; worse than random from **${s} s** stale (${get(s, routers, strategy).ttft_p99_ms} ms vs ${get(s, routers, 'random').ttft_p99_ms} ms)`;
     };
 
-    const plotRows = rows.map((r) => ({ ...r, rejected_pct: Number(r.rejected_share) * 100, routers_label: `${r.routers} router${Number(r.routers) > 1 ? 's' : ''}` }));
+    const plotRows = rows.map((r) => ({
+      ...r,
+      rejected_pct: Number(r.rejected_share) * 100,
+      routers_label: `${r.routers} router${Number(r.routers) > 1 ? 's' : ''}`,
+    }));
     const panel = (field: string, title: string, log = true) => ({
       width: 250,
       height: log ? 200 : 110,
       mark: { type: 'line' as const, point: true },
       encoding: {
-        x: { field: 'staleness_s', type: 'quantitative' as const, title: 'load data age: scrape interval (s, log)', scale: { type: 'log' as const, domain: [1, 300] }, axis: { values: STALENESS_S } },
+        x: {
+          field: 'staleness_s',
+          type: 'quantitative' as const,
+          title: 'load data age: scrape interval (s, log)',
+          scale: { type: 'log' as const, domain: [1, 300] },
+          axis: { values: STALENESS_S },
+        },
         y: { field, type: 'quantitative' as const, title, ...(log ? { scale: { type: 'log' as const } } : {}) },
         color: { field: 'strategy', type: 'nominal' as const, title: null, legend: { orient: 'bottom' as const, columns: 3 } },
       },
     });
     const spec = {
-      title: { text: `D. Stale load data (4 × 8B, ${RATE} req/s Poisson)`, subtitle: 'each router scrapes every N s on its own schedule; the naive router uses the data however old' },
+      title: {
+        text: `D. Stale load data (4 × 8B, ${RATE} req/s Poisson)`,
+        subtitle: 'each router scrapes every N s on its own schedule; the naive router uses the data however old',
+      },
       data: { values: plotRows },
       vconcat: [
         { facet: { column: { field: 'routers_label', type: 'nominal' as const, title: null } }, spec: panel('ttft_p99_ms', 'p99 TTFT (ms, log)') },
@@ -98,7 +117,11 @@ export const staleness: Experiment = {
       '',
       `- **1 router:** power-of-two ${verdict(1, 'power-of-two')}; least-load ${verdict(1, 'least-load')}.`,
       `- **8 routers:** power-of-two ${verdict(8, 'power-of-two')}; least-load ${verdict(8, 'least-load')}.`,
-      `- **Refusals:** with one router, stale data makes the capacity check refuse ${STALENESS_S.filter((x) => x >= 30).map((x) => `${(Number(get(x, 1, 'power-of-two').rejected_share) * 100).toFixed(1)}% at ${x} s`).join(' and ')} (power of two; random ${STALENESS_S.filter((x) => x >= 30).map((x) => `${(Number(get(x, 1, 'random').rejected_share) * 100).toFixed(1)}%`).join(' and ')}) — the lower TTFT there is partly load that was turned away.`,
+      `- **Refusals:** with one router, stale data makes the capacity check refuse ${STALENESS_S.filter((x) => x >= 30)
+        .map((x) => `${(Number(get(x, 1, 'power-of-two').rejected_share) * 100).toFixed(1)}% at ${x} s`)
+        .join(' and ')} (power of two; random ${STALENESS_S.filter((x) => x >= 30)
+        .map((x) => `${(Number(get(x, 1, 'random').rejected_share) * 100).toFixed(1)}%`)
+        .join(' and ')}) — the lower TTFT there is partly load that was turned away.`,
       '',
       markdownTable(rows, {
         stale: (r) => `${r.staleness_s} s`,
@@ -112,7 +135,7 @@ export const staleness: Experiment = {
       '',
       'What it shows: several routers reading the same stale numbers herd — each sends its traffic to the replica',
       'that looked least loaded until the next scrape shows it swamped. Least-load herds hardest; power of two',
-      "samples two replicas at random and so spreads the error, as the theory predicts. One router is protected by its",
+      'samples two replicas at random and so spreads the error, as the theory predicts. One router is protected by its',
       'own exact in-flight counts (the queue it estimates is never below what it sent), but stale "running" counts',
       'inflate that estimate and the capacity check starts refusing requests (no_capacity) the fleet could serve.',
       'Keep load data fresh (1–5 s), keep max_staleness_ms small so stale data is replaced by local counts, and',

@@ -40,7 +40,11 @@ export function tokenLoadRows(options: ExperimentOptions, requests: number, rate
   for (const rate of rates) {
     const workload = mixedLengthWorkload(requests, rate);
     for (const valve of ['kv', 'token'] as const) {
-      const r = runOnce(`${rate} req/s, ${valve === 'kv' ? 'KV-usage valve' : 'token valve + score'}`, { policy: { pools: [valvePool(valve)] }, workload }, options);
+      const r = runOnce(
+        `${rate} req/s, ${valve === 'kv' ? 'KV-usage valve' : 'token valve + score'}`,
+        { policy: { pools: [valvePool(valve)] }, workload },
+        options,
+      );
       const short = r.classes['standard'];
       const long = r.classes['long-context'];
       rows.push({

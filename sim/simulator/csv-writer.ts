@@ -9,7 +9,10 @@ export class CsvWriter {
   private buffer = '';
   private closed = false;
 
-  constructor(readonly path: string, header: readonly string[]) {
+  constructor(
+    readonly path: string,
+    header: readonly string[],
+  ) {
     this.fd = openSync(path, 'w');
     this.buffer = header.join(',') + '\n';
   }

@@ -69,7 +69,11 @@ export function formatSummary(result: SimResult): string {
   for (const [kind, groups] of sections) {
     for (const [name, summary] of Object.entries(groups)) {
       if (summary.rejected === 0 || (kind !== 'overall' && Object.keys(groups).length === 1)) continue;
-      rejections.push(`  ${kind} ${name}: ${Object.entries(summary.rejections).map(([code, n]) => `${code} ${n}`).join(', ')}`);
+      rejections.push(
+        `  ${kind} ${name}: ${Object.entries(summary.rejections)
+          .map(([code, n]) => `${code} ${n}`)
+          .join(', ')}`,
+      );
     }
   }
   if (rejections.length) lines.push('', 'rejections by reason:', ...rejections);

@@ -114,8 +114,24 @@ export interface SimResult {
 }
 
 const REQUEST_COLUMNS = [
-  'id', 'arrival_ms', 'tenant', 'class', 'conversation', 'turn', 'model', 'adapter', 'pool', 'replica', 'status', 'reason',
-  'prompt_tokens', 'cached_tokens', 'output_tokens', 'ttft_ms', 'e2e_ms', 'preempted',
+  'id',
+  'arrival_ms',
+  'tenant',
+  'class',
+  'conversation',
+  'turn',
+  'model',
+  'adapter',
+  'pool',
+  'replica',
+  'status',
+  'reason',
+  'prompt_tokens',
+  'cached_tokens',
+  'output_tokens',
+  'ttft_ms',
+  'e2e_ms',
+  'preempted',
 ];
 const TIMELINE_COLUMNS = ['t_s', 'arrivals', 'completed', 'rejected', 'mean_ttft_ms', 'running', 'waiting', 'mean_kv_usage', 'max_kv_usage', 'saturated'];
 
@@ -177,7 +193,6 @@ class Admitted implements EngineRequest {
     this.sim.finished(this, result, t);
   }
 }
-
 
 class Simulation {
   readonly clock = new EventClock();
@@ -248,7 +263,11 @@ class Simulation {
     if (this.fleet.replicas.every((r) => r.spec.draining)) throw new SimError('every replica of the policy is draining: nothing can take a request');
     for (const replica of this.fleet.replicas) if (options.kvEvents || replica.spec.kvEvents) this.publishKvEvents(replica);
     snapshots.forEach((snap, i) => {
-      this.routers.push({ snapshot: snap, env: createEnv({ seed: `${seeds[i]}:env`, now, clock: now, quota: new MemoryQuotaStore() }), view: this.fleet.views[i] });
+      this.routers.push({
+        snapshot: snap,
+        env: createEnv({ seed: `${seeds[i]}:env`, now, clock: now, quota: new MemoryQuotaStore() }),
+        view: this.fleet.views[i],
+      });
     });
     this.routerRandom = seededRandom(`${this.seed}:routers`);
     this.singleModel = new Set(snapshot.pools.map((p) => `${p.model}@${p.version}`)).size === 1;
@@ -275,9 +294,7 @@ class Simulation {
     let seq = 0n;
     index.track(id);
     replica.publishesKvEvents = true;
-    replica.engine.setKvListener(
-      new KvEventRecorder((event: KvBlockEvent) => index.apply(id, { seq: seq++, ts: this.clock.now() / 1000, events: [event] })),
-    );
+    replica.engine.setKvListener(new KvEventRecorder((event: KvBlockEvent) => index.apply(id, { seq: seq++, ts: this.clock.now() / 1000, events: [event] })));
   }
 
   run(): SimResult {
@@ -298,7 +315,9 @@ class Simulation {
     if (this.inFlight !== 0) throw new SimError(`${this.inFlight} requests never finished: the engine model stalled`);
     const overall = this.overall.summary();
     if (overall.requests > 0 && overall.completed === 0) {
-      const reasons = Object.entries(overall.rejections).map(([code, n]) => `${code}: ${n}`).join(', ');
+      const reasons = Object.entries(overall.rejections)
+        .map(([code, n]) => `${code}: ${n}`)
+        .join(', ');
       throw new SimError(`no request completed: all ${overall.requests} were rejected (${reasons}); this policy cannot serve this workload`);
     }
     return this.result(overall);
@@ -389,7 +408,8 @@ class Simulation {
     this.inFlight--;
     const pool = decision.poolRef;
     complete(decision, true);
-    for (const g of request.groups) g.completion(spec.at, result.firstTokenAt, t, result.promptTokens, result.cachedTokens, result.outputTokens, result.preempted);
+    for (const g of request.groups)
+      g.completion(spec.at, result.firstTokenAt, t, result.promptTokens, result.cachedTokens, result.outputTokens, result.preempted);
     this.window.completed++;
     this.window.ttftSum += result.firstTokenAt - spec.at;
     this.csv?.line(
@@ -418,7 +438,13 @@ class Simulation {
 
   private groupsOf(spec: SimRequestSpec, decision: Decision): GroupStats[] {
     const pool = this.poolLabel(decision);
-    return [this.overall, this.pools.get(pool), this.tenants.get(decision.tenant ?? '(unknown)'), this.classes.get(spec.klass), this.priorities.get(decision.priority === undefined ? '(unresolved)' : String(decision.priority))];
+    return [
+      this.overall,
+      this.pools.get(pool),
+      this.tenants.get(decision.tenant ?? '(unknown)'),
+      this.classes.get(spec.klass),
+      this.priorities.get(decision.priority === undefined ? '(unresolved)' : String(decision.priority)),
+    ];
   }
 
   private onTimeline(intervalMs: number): void {
@@ -451,7 +477,18 @@ class Simulation {
     };
     this.window = { arrivals: 0, completed: 0, rejected: 0, ttftSum: 0 };
     this.options.onTimeline?.(row);
-    this.timelineCsv?.row([row.tS, row.arrivals, row.completed, row.rejected, round3(row.meanTtftMs), row.running, row.waiting, round3(row.meanKvUsage), round3(row.maxKvUsage), row.saturated]);
+    this.timelineCsv?.row([
+      row.tS,
+      row.arrivals,
+      row.completed,
+      row.rejected,
+      round3(row.meanTtftMs),
+      row.running,
+      row.waiting,
+      round3(row.meanKvUsage),
+      round3(row.maxKvUsage),
+      row.saturated,
+    ]);
     if (this.active) this.clock.schedule(intervalMs, () => this.onTimeline(intervalMs));
   }
 
@@ -553,7 +590,16 @@ export function resolveTenants(workload: Workload, snapshot: Generation): Resolv
   const checkAdapters = (mix: Parameters<typeof adapterNames>[0] | undefined, path: (string | number)[]) => {
     if (!mix) return;
     const missing = adapterNames(mix).filter((a) => !snapshot.adapters.has(a));
-    if (missing.length) problems.push(workload.problemAt(path, `${formatPath(path)}: the policy has no adapter named ${missing.slice(0, 3).map((a) => `"${a}"`).join(', ')}${missing.length > 3 ? ` (and ${missing.length - 3} more)` : ''}`));
+    if (missing.length)
+      problems.push(
+        workload.problemAt(
+          path,
+          `${formatPath(path)}: the policy has no adapter named ${missing
+            .slice(0, 3)
+            .map((a) => `"${a}"`)
+            .join(', ')}${missing.length > 3 ? ` (and ${missing.length - 3} more)` : ''}`,
+        ),
+      );
   };
   if (spec.model !== undefined) checkModel(spec.model, ['model']);
   spec.models?.forEach((m, i) => checkModel(m.name, ['models', i, 'name']));
@@ -563,7 +609,8 @@ export function resolveTenants(workload: Workload, snapshot: Generation): Resolv
     let apiKeyHash: string | undefined;
     if (t.api_key !== undefined) {
       apiKeyHash = sha256Hex(t.api_key);
-      if (!snapshot.tenantsByKeyHash.has(apiKeyHash)) problems.push(workload.problemAt(['tenants', i, 'api_key'], `tenants[${i}].api_key: no tenant of the policy has this API key`));
+      if (!snapshot.tenantsByKeyHash.has(apiKeyHash))
+        problems.push(workload.problemAt(['tenants', i, 'api_key'], `tenants[${i}].api_key: no tenant of the policy has this API key`));
     } else if (t.tenant !== undefined) {
       apiKeyHash = keyOf.get(t.tenant);
       if (apiKeyHash === undefined && snapshot.anonymousTenant?.id !== t.tenant) {

@@ -67,7 +67,15 @@ export class GroupStats {
     this.rejections.set(code, (this.rejections.get(code) ?? 0) + 1);
   }
 
-  completion(arrivedAt: number, firstTokenAt: number, finishedAt: number, promptTokens: number, cachedTokens: number, outputTokens: number, preempted: number): void {
+  completion(
+    arrivedAt: number,
+    firstTokenAt: number,
+    finishedAt: number,
+    promptTokens: number,
+    cachedTokens: number,
+    outputTokens: number,
+    preempted: number,
+  ): void {
     this.completed++;
     const ttft = firstTokenAt - arrivedAt;
     this.ttft.record(ttft);

@@ -31,7 +31,17 @@ export function cachePressureWorkload(options: CachePressureOptions): WorkloadSp
     output_tokens: { type: 'lognormal', median: 150, p99: 600 },
     sessions: {
       fraction: 1,
-      turns: { type: 'quantiles', points: [[0, 2], [0.3333, 2], [0.3334, 3], [0.6666, 3], [0.6667, 4], [1, 4]] },
+      turns: {
+        type: 'quantiles',
+        points: [
+          [0, 2],
+          [0.3333, 2],
+          [0.3334, 3],
+          [0.6666, 3],
+          [0.6667, 4],
+          [1, 4],
+        ],
+      },
       think_time_s: { type: 'exponential', mean: options.thinkS },
       max_context_tokens: 16_000,
     },

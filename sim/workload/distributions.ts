@@ -181,7 +181,10 @@ export class WeightedChoice<T> {
   private readonly cumulative: number[] = [];
   private readonly total: number;
 
-  constructor(private readonly items: readonly T[], weights: readonly number[]) {
+  constructor(
+    private readonly items: readonly T[],
+    weights: readonly number[],
+  ) {
     let total = 0;
     for (const w of weights) this.cumulative.push((total += w));
     this.total = total;

@@ -107,9 +107,15 @@ export class SyntheticSource implements RequestSource {
     }
 
     const models = spec.models ?? [{ name: spec.model ?? 'chat-small', weight: 1 }];
-    this.models = new WeightedChoice(models.map((m) => m.name), models.map((m) => m.weight ?? 1));
+    this.models = new WeightedChoice(
+      models.map((m) => m.name),
+      models.map((m) => m.weight ?? 1),
+    );
     this.tenantList = tenants.length ? tenants : [{ weight: 1 }];
-    this.tenants = new WeightedChoice(this.tenantList.map((_, i) => i), this.tenantList.map((t) => t.weight));
+    this.tenants = new WeightedChoice(
+      this.tenantList.map((_, i) => i),
+      this.tenantList.map((t) => t.weight),
+    );
     const shared = spec.adapters ? new AdapterMix(spec.adapters) : undefined;
     this.tenantAdapters = this.tenantList.map((t) => (t.adapters ? new AdapterMix(t.adapters) : shared));
 
@@ -155,7 +161,21 @@ export class SyntheticSource implements RequestSource {
     session.turnsLeft--;
     this.issued++;
     const turn = previous.turn + 1;
-    return this.request(at, session.model, session.apiKeyHash, session.priority, prompt, this.outputOf(this.output), session.systemBase, session.systemBlocks, session.blockBase, 'standard', turn, 2 * turn, session);
+    return this.request(
+      at,
+      session.model,
+      session.apiKeyHash,
+      session.priority,
+      prompt,
+      this.outputOf(this.output),
+      session.systemBase,
+      session.systemBlocks,
+      session.blockBase,
+      'standard',
+      turn,
+      2 * turn,
+      session,
+    );
   }
 
   close(): void {}
@@ -182,7 +202,20 @@ export class SyntheticSource implements RequestSource {
     if (this.longPrompt && r() < this.spec.long_context!.fraction) {
       const model = tenant.model ?? this.models.pick(r);
       const base = mixHashes(this.salt, 0x4000_0000 + this.singles++);
-      return this.request(at, model, tenant.apiKeyHash, priority, this.longPrompt.sample(this.rLength), this.outputOf(this.longOutput!), 0, 0, base, 'long-context', 1, 1);
+      return this.request(
+        at,
+        model,
+        tenant.apiKeyHash,
+        priority,
+        this.longPrompt.sample(this.rLength),
+        this.outputOf(this.longOutput!),
+        0,
+        0,
+        base,
+        'long-context',
+        1,
+        1,
+      );
     }
 
     const adapter = this.tenantAdapters[tenantIndex]?.pick(r);
@@ -214,7 +247,21 @@ export class SyntheticSource implements RequestSource {
         tenantIndex,
         turnsLeft: this.turns.sample(this.rSession) - 1,
       };
-      return this.request(at, model, tenant.apiKeyHash, priority, prompt, this.outputOf(this.output), systemBase, systemBlocks, session.blockBase, 'standard', 1, messages, session);
+      return this.request(
+        at,
+        model,
+        tenant.apiKeyHash,
+        priority,
+        prompt,
+        this.outputOf(this.output),
+        systemBase,
+        systemBlocks,
+        session.blockBase,
+        'standard',
+        1,
+        messages,
+        session,
+      );
     }
     const base = mixHashes(this.salt, 0x4000_0000 + this.singles++);
     return this.request(at, model, tenant.apiKeyHash, priority, prompt, this.outputOf(this.output), systemBase, systemBlocks, base, 'standard', 1, messages);

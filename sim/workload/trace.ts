@@ -112,7 +112,10 @@ export class TraceSource implements RequestSource {
     this.endMs = spec.duration_s !== undefined ? spec.duration_s * 1000 : Infinity;
     this.defaultModel = spec.models?.[0]?.name ?? spec.model ?? 'chat-small';
     const list = tenants.length ? tenants : [{ weight: 1 }];
-    this.tenants = new WeightedChoice(list, list.map((t) => t.weight));
+    this.tenants = new WeightedChoice(
+      list,
+      list.map((t) => t.weight),
+    );
     this.random = seededRandom(`${seed}:trace-tenants`);
     this.salt = seededRandom(`${seed}:blocks`)() * 0x1_0000_0000;
   }
@@ -207,7 +210,11 @@ export class TraceSource implements RequestSource {
     this.columns.forEach((column, i) => {
       const cell = cells[i];
       if (column === undefined || cell === undefined || cell === '') return;
-      if (column === 'hashIds') row.hashIds = cell.split(/[\s;|]+/).filter(Boolean).map(Number);
+      if (column === 'hashIds')
+        row.hashIds = cell
+          .split(/[\s;|]+/)
+          .filter(Boolean)
+          .map(Number);
       else if (column === 'conversationId' || column === 'model' || column === 'apiKey') row[column] = cell;
       else row[column] = Number(cell);
     });

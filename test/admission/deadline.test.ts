@@ -14,7 +14,10 @@ let t: TestRouter;
 
 before(async () => {
   // speed 1: the emulated engine's steps take real time (5 ms a step on the tiny profile at the least).
-  t = await startTestRouter({ 'models.yaml': TINY_MODELS, 'pools.yaml': tinyPool({ replicas: 1, strategies: '[least-load]' }), 'tenants.yaml': OPEN_TENANTS }, { speed: 1 });
+  t = await startTestRouter(
+    { 'models.yaml': TINY_MODELS, 'pools.yaml': tinyPool({ replicas: 1, strategies: '[least-load]' }), 'tenants.yaml': OPEN_TENANTS },
+    { speed: 1 },
+  );
   await until(() => t.router.fleet.list().every((s) => s.health === 'ready'), 10_000, 'engine ready');
 });
 
@@ -43,7 +46,10 @@ test('after a few streams, a deadline shorter than the first tokens took is refu
   assert.equal(refused.headers.get('retry-after'), '1');
   const body = await json(refused);
   assert.equal(body.error.code, 'deadline_unmeetable');
-  assert.match(body.error.message, /expected in about \d+ ms \(\d+ ms of it the base latency the pool's recent first tokens showed\), past the 1 ms deadline in x-deadline-ms/);
+  assert.match(
+    body.error.message,
+    /expected in about \d+ ms \(\d+ ms of it the base latency the pool's recent first tokens showed\), past the 1 ms deadline in x-deadline-ms/,
+  );
   const decision = await json(await fetch(`${t.adminUrl}/admin/decisions/${refused.headers.get('x-request-id')}`));
   assert.equal(decision.trace.admit.decidedBy, 'deadline');
   // At least one engine step (5 ms) and at most what a loaded machine makes of it.
@@ -51,7 +57,10 @@ test('after a few streams, a deadline shorter than the first tokens took is refu
   // The openai client hears the same refusal, streaming or not.
   const viaClient = await t.client.chat.completions
     .create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, stream: true }, { headers: { 'x-deadline-ms': '1' } })
-    .then(() => undefined, (e: unknown) => e);
+    .then(
+      () => undefined,
+      (e: unknown) => e,
+    );
   assert.ok(viaClient instanceof OpenAI.APIError && viaClient.status === 503, String(viaClient));
   // A deadline the pool can meet is admitted, and the trace shows the estimate with the base in it.
   const admitted = await ask(60_000);
@@ -63,7 +72,11 @@ test('after a few streams, a deadline shorter than the first tokens took is refu
 });
 
 test('wait_estimate.base_ms: a pool with a known base refuses an impossible deadline before anything was observed', async () => {
-  const own = await startTestRouter({ 'models.yaml': TINY_MODELS, 'pools.yaml': tinyPool({ replicas: 1, strategies: '[least-load]', extra: '    wait_estimate: { base_ms: 200 }\n' }), 'tenants.yaml': OPEN_TENANTS });
+  const own = await startTestRouter({
+    'models.yaml': TINY_MODELS,
+    'pools.yaml': tinyPool({ replicas: 1, strategies: '[least-load]', extra: '    wait_estimate: { base_ms: 200 }\n' }),
+    'tenants.yaml': OPEN_TENANTS,
+  });
   try {
     await until(() => own.router.fleet.list().every((s) => s.health === 'ready'), 10_000, 'engine ready');
     const call = (deadline: number) =>

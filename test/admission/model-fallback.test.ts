@@ -27,7 +27,8 @@ let router: Router;
 before(async () => {
   const [b0, b1, s0] = await Promise.all(engines.map((e) => e.start()));
   const files = {
-    'models.yaml': 'kind: models\nmodels:\n  - id: big\n    fallback: small\n    versions: [{ version: v1 }]\n  - id: small\n    versions: [{ version: v2 }]\naliases:\n  - { name: chat-large, model: big }\n',
+    'models.yaml':
+      'kind: models\nmodels:\n  - id: big\n    fallback: small\n    versions: [{ version: v1 }]\n  - id: small\n    versions: [{ version: v2 }]\naliases:\n  - { name: chat-large, model: big }\n',
     'pools.yaml':
       'kind: pools\npools:\n' +
       `  - name: main\n    model: big\n    version: v1\n    overflow: spare\n    capacity: { queue_depth: 5, retry_after_s: 4 }\n    strategies: [least-load]\n    replicas:\n      - { id: b0, url: "${b0}" }\n` +
@@ -40,7 +41,15 @@ before(async () => {
       `  - { id: locked, tier: standard, allowed_models: [big], api_key_sha256: [${sha('sk-locked')}] }\n`,
     'settings.yaml': 'kind: settings\ndecision_headers: full\n',
   };
-  router = await startRouter({ policy: fixedPolicy(policyFrom(files)), port: 0, logger: false, scrapeIntervalMs: 30, healthIntervalMs: 30, admin: { port: 0 }, env: createEnv({ seed: 3 }) });
+  router = await startRouter({
+    policy: fixedPolicy(policyFrom(files)),
+    port: 0,
+    logger: false,
+    scrapeIntervalMs: 30,
+    healthIntervalMs: 30,
+    admin: { port: 0 },
+    env: createEnv({ seed: 3 }),
+  });
   await until(() => router.fleet.list().filter((s) => s.health === 'ready').length >= 3, 10_000, 'engines ready');
 });
 
@@ -54,14 +63,24 @@ const client = (key: string) => new OpenAI({ baseURL: `${router.url}/v1`, apiKey
 async function setBigQueue(waiting: number): Promise<void> {
   bigMain.waiting = waiting;
   bigSpare.waiting = waiting;
-  await until(() => router.fleet.list().filter((s) => s.id.startsWith('b')).every((s) => s.queueDepth === waiting), 10_000, `big's queues at ${waiting}`);
+  await until(
+    () =>
+      router.fleet
+        .list()
+        .filter((s) => s.id.startsWith('b'))
+        .every((s) => s.queueDepth === waiting),
+    10_000,
+    `big's queues at ${waiting}`,
+  );
 }
 
 test('with every pool of a model full, an allowed tenant gets its fallback model, and headers, trace and metrics say so', async () => {
   await setBigQueue(5);
   try {
     const smallBefore = small.bodies.length;
-    const { data, response } = await client('sk-app').chat.completions.create({ model: 'chat-large', messages: [{ role: 'user', content: 'hello' }], max_tokens: 5 }).withResponse();
+    const { data, response } = await client('sk-app')
+      .chat.completions.create({ model: 'chat-large', messages: [{ role: 'user', content: 'hello' }], max_tokens: 5 })
+      .withResponse();
     assert.equal(data.choices.length, 1);
     assert.equal(response.headers.get('x-switchyard-fallback-from'), 'big');
     assert.equal(response.headers.get('x-switchyard-model'), 'small@v2');
@@ -90,7 +109,10 @@ test('a tenant that may not use the fallback gets the normal 503, and the trace 
   try {
     const error = await client('sk-locked')
       .chat.completions.create({ model: 'big', messages: [{ role: 'user', content: 'hello' }], max_tokens: 5 })
-      .then(() => undefined, (e: unknown) => e as InstanceType<typeof OpenAI.APIError>);
+      .then(
+        () => undefined,
+        (e: unknown) => e as InstanceType<typeof OpenAI.APIError>,
+      );
     assert.ok(error instanceof OpenAI.APIError, 'refused');
     assert.equal(error.status, 503);
     assert.equal((error.error as { code?: string }).code, 'no_capacity');
@@ -104,8 +126,10 @@ test('a tenant that may not use the fallback gets the normal 503, and the trace 
   }
 });
 
-test('with room in the model\'s own pools, nothing falls back', async () => {
-  const { response } = await client('sk-app').chat.completions.create({ model: 'big', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }).withResponse();
+test("with room in the model's own pools, nothing falls back", async () => {
+  const { response } = await client('sk-app')
+    .chat.completions.create({ model: 'big', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 })
+    .withResponse();
   assert.equal(response.headers.get('x-switchyard-fallback-from'), null);
   assert.equal(response.headers.get('x-switchyard-model'), 'big@v1');
   assert.equal(bigMain.bodies.at(-1)!.model, 'big');
@@ -113,22 +137,45 @@ test('with room in the model\'s own pools, nothing falls back', async () => {
 
 const load = (files: Record<string, string>) => buildSnapshot(policyInputsFromTexts(files, { registry: builtinRegistry }));
 const model = (id: string, extra = '') => `  - id: ${id}\n${extra}    versions: [{ version: v1 }]\n`;
-const pool = (m: string) => `  - name: p-${m}\n    model: ${m}\n    version: v1\n    strategies: [least-load]\n    replicas:\n      - { id: r-${m}, url: "http://127.0.0.1:9000" }\n`;
+const pool = (m: string) =>
+  `  - name: p-${m}\n    model: ${m}\n    version: v1\n    strategies: [least-load]\n    replicas:\n      - { id: r-${m}, url: "http://127.0.0.1:9000" }\n`;
 function problems(models: string, pools: string[]): string[] {
-  const result = load({ 'models.yaml': `kind: models\nmodels:\n${models}`, 'pools.yaml': `kind: pools\npools:\n${pools.map(pool).join('')}`, 'tenants.yaml': 'kind: tenants\nanonymous: t\ntenants:\n  - { id: t, tier: free }\n' });
+  const result = load({
+    'models.yaml': `kind: models\nmodels:\n${models}`,
+    'pools.yaml': `kind: pools\npools:\n${pools.map(pool).join('')}`,
+    'tenants.yaml': 'kind: tenants\nanonymous: t\ntenants:\n  - { id: t, tier: free }\n',
+  });
   assert.equal(result.snapshot, undefined, 'refused');
   return result.problems.map(formatProblem);
 }
 
 test('validate refuses a fallback loop with its chain, an unknown, cold or self fallback, each at FILE:LINE:COL', () => {
   const loop = problems(model('a', '    fallback: b\n') + model('b', '    fallback: c\n') + model('c', '    fallback: a\n'), ['a', 'b', 'c']);
-  assert.ok(loop.some((l) => /^models\.yaml:4:15: model fallback loops: a -> b -> c -> a; end the chain/.test(l)), loop.join('\n'));
+  assert.ok(
+    loop.some((l) => /^models\.yaml:4:15: model fallback loops: a -> b -> c -> a; end the chain/.test(l)),
+    loop.join('\n'),
+  );
   const typo = problems(model('a', '    fallback: smal\n') + model('small'), ['a', 'small']);
-  assert.ok(typo.some((l) => /^models\.yaml:\d+:\d+: model "a" falls back to an unknown model "smal" \(did you mean "small"\?\)/.test(l)), typo.join('\n'));
+  assert.ok(
+    typo.some((l) => /^models\.yaml:\d+:\d+: model "a" falls back to an unknown model "smal" \(did you mean "small"\?\)/.test(l)),
+    typo.join('\n'),
+  );
   const self = problems(model('a', '    fallback: a\n'), ['a']);
-  assert.ok(self.some((l) => /models\.yaml:\d+:\d+: model "a" falls back to itself/.test(l)), self.join('\n'));
+  assert.ok(
+    self.some((l) => /models\.yaml:\d+:\d+: model "a" falls back to itself/.test(l)),
+    self.join('\n'),
+  );
   const cold = problems(model('a', '    fallback: huge\n') + '  - id: huge\n    cold: { load_hook: "http://127.0.0.1:1/load" }\n', ['a']);
-  assert.ok(cold.some((l) => /models\.yaml:\d+:\d+: model "a" falls back to "huge", which is cold/.test(l)), cold.join('\n'));
+  assert.ok(
+    cold.some((l) => /models\.yaml:\d+:\d+: model "a" falls back to "huge", which is cold/.test(l)),
+    cold.join('\n'),
+  );
   // A chain without a loop is fine.
-  assert.ok(load({ 'models.yaml': `kind: models\nmodels:\n${model('a', '    fallback: b\n')}${model('b')}`, 'pools.yaml': `kind: pools\npools:\n${pool('a')}${pool('b')}`, 'tenants.yaml': 'kind: tenants\nanonymous: t\ntenants:\n  - { id: t, tier: free }\n' }).snapshot);
+  assert.ok(
+    load({
+      'models.yaml': `kind: models\nmodels:\n${model('a', '    fallback: b\n')}${model('b')}`,
+      'pools.yaml': `kind: pools\npools:\n${pool('a')}${pool('b')}`,
+      'tenants.yaml': 'kind: tenants\nanonymous: t\ntenants:\n  - { id: t, tier: free }\n',
+    }).snapshot,
+  );
 });

@@ -12,7 +12,8 @@ import { ManualFleet, policyFrom, route } from '../helpers/core.ts';
 
 const load = (files: Record<string, string>) => buildSnapshot(policyInputsFromTexts(files, { registry: builtinRegistry }));
 const models = 'kind: models\nmodels:\n  - id: m\n    versions:\n      - version: v1\n';
-const pool = (name: string, extra = '', id = name) => `  - name: ${name}\n    model: m\n    version: v1\n${extra}    strategies: [least-load]\n    replicas:\n      - { id: ${id}, url: "http://127.0.0.1:9000" }\n`;
+const pool = (name: string, extra = '', id = name) =>
+  `  - name: ${name}\n    model: m\n    version: v1\n${extra}    strategies: [least-load]\n    replicas:\n      - { id: ${id}, url: "http://127.0.0.1:9000" }\n`;
 const tenants = (fields = '') => `kind: tenants\nanonymous: t\ntenants:\n  - { id: t, tier: free${fields} }\n`;
 
 function problems(files: Record<string, string>): string[] {
@@ -27,14 +28,31 @@ test('validate refuses an overflow loop, an overflow into an unknown pool, and a
     'tenants.yaml': tenants(),
     'pools.yaml': `kind: pools\npools:\n${pool('a', '    overflow: b\n')}${pool('b', '    overflow: c\n')}${pool('c', '    overflow: a\n')}`,
   });
-  assert.ok(loop.some((l) => /pools\.yaml:\d+:\d+: pool overflow loops: a -> b -> c -> a/.test(l)), loop.join('\n'));
-  const unknown = problems({ 'models.yaml': models, 'tenants.yaml': tenants(), 'pools.yaml': `kind: pools\npools:\n${pool('a', '    overflow: genral\n')}${pool('general')}` });
-  assert.ok(unknown.some((l) => /overflows into "genral", which is not a pool of m@v1 \(its pools: general\)/.test(l)), unknown.join('\n'));
+  assert.ok(
+    loop.some((l) => /pools\.yaml:\d+:\d+: pool overflow loops: a -> b -> c -> a/.test(l)),
+    loop.join('\n'),
+  );
+  const unknown = problems({
+    'models.yaml': models,
+    'tenants.yaml': tenants(),
+    'pools.yaml': `kind: pools\npools:\n${pool('a', '    overflow: genral\n')}${pool('general')}`,
+  });
+  assert.ok(
+    unknown.some((l) => /overflows into "genral", which is not a pool of m@v1 \(its pools: general\)/.test(l)),
+    unknown.join('\n'),
+  );
   const self = problems({ 'models.yaml': models, 'tenants.yaml': tenants(), 'pools.yaml': `kind: pools\npools:\n${pool('a', '    overflow: a\n')}` });
   assert.ok(self.some((l) => /overflows into itself/.test(l)));
   const name = problems({ 'models.yaml': models, 'tenants.yaml': tenants(', default_priority: nightly'), 'pools.yaml': `kind: pools\npools:\n${pool('a')}` });
-  assert.ok(name.some((l) => /tenants\.yaml:\d+:\d+: "nightly" is not a priority name \(known: interactive, batch\)/.test(l)), name.join('\n'));
-  const above = problems({ 'models.yaml': models, 'tenants.yaml': tenants(', default_priority: 3, max_priority: 1'), 'pools.yaml': `kind: pools\npools:\n${pool('a')}` });
+  assert.ok(
+    name.some((l) => /tenants\.yaml:\d+:\d+: "nightly" is not a priority name \(known: interactive, batch\)/.test(l)),
+    name.join('\n'),
+  );
+  const above = problems({
+    'models.yaml': models,
+    'tenants.yaml': tenants(', default_priority: 3, max_priority: 1'),
+    'pools.yaml': `kind: pools\npools:\n${pool('a')}`,
+  });
   assert.ok(above.some((l) => /default_priority \(3\) is above max_priority \(1\)/.test(l)));
 });
 

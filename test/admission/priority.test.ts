@@ -26,7 +26,8 @@ before(async () => {
       `  - name: shared\n    model: tiny\n    version: v1\n    capacity: { queue_depth: 10, retry_after_s: 3 }\n    forward_priority: true\n    strategies: [least-load]\n    replicas:\n      - { id: a0, url: "${a0}" }\n      - { id: a1, url: "${a1}" }\n` +
       `  - name: premium\n    model: tiny\n    version: v1\n    overflow: spare\n    capacity: { queue_depth: 10 }\n    strategies: [least-load]\n    replicas:\n      - { id: p0, url: "${p0}" }\n` +
       `  - name: spare\n    model: tiny\n    version: v1\n    strategies: [least-load]\n    replicas:\n      - { id: s0, url: "${s0}" }\n`,
-    'rules.yaml': 'kind: rules\npool_rules:\n  default_pool: shared\n  rules:\n    - { name: premium, conditions: { all: [{ fact: tenantTier, operator: equal, value: premium }] }, event: { type: pool, params: { pool: premium } } }\n',
+    'rules.yaml':
+      'kind: rules\npool_rules:\n  default_pool: shared\n  rules:\n    - { name: premium, conditions: { all: [{ fact: tenantTier, operator: equal, value: premium }] }, event: { type: pool, params: { pool: premium } } }\n',
     'tenants.yaml':
       'kind: tenants\ntenants:\n' +
       `  - { id: app, tier: standard, api_key_sha256: [${sha('sk-app')}] }\n` +
@@ -34,7 +35,15 @@ before(async () => {
       `  - { id: vip, tier: premium, max_priority: 5, api_key_sha256: [${sha('sk-vip')}] }\n`,
     'settings.yaml': 'kind: settings\ndecision_headers: full\npriority_names: { critical: 5, background: -3 }\n',
   };
-  router = await startRouter({ policy: fixedPolicy(policyFrom(files)), port: 0, logger: false, scrapeIntervalMs: 30, healthIntervalMs: 30, admin: { port: 0 }, env: createEnv({ seed: 7 }) });
+  router = await startRouter({
+    policy: fixedPolicy(policyFrom(files)),
+    port: 0,
+    logger: false,
+    scrapeIntervalMs: 30,
+    healthIntervalMs: 30,
+    admin: { port: 0 },
+    env: createEnv({ seed: 7 }),
+  });
   await until(() => router.fleet.list().filter((s) => s.health === 'ready').length >= 4, 10_000, 'engines ready');
 });
 
@@ -56,7 +65,15 @@ async function ask(key: string, headers: Record<string, string> = {}): Promise<{
 
 async function setQueue(waiting: number): Promise<void> {
   for (const e of engines.slice(0, 2)) e.waiting = waiting;
-  await until(() => router.fleet.list().filter((s) => s.id.startsWith('a')).every((s) => s.queueDepth === waiting), 10_000, `queue ${waiting} scraped`);
+  await until(
+    () =>
+      router.fleet
+        .list()
+        .filter((s) => s.id.startsWith('a'))
+        .every((s) => s.queueDepth === waiting),
+    10_000,
+    `queue ${waiting} scraped`,
+  );
 }
 
 test('under saturation sheddable requests get 503 shed_for_priority and interactive ones are admitted', async () => {

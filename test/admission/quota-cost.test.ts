@@ -9,7 +9,12 @@ import { admissionCost, readUsage, UNIT_WEIGHTS, usageCost } from '../../core/qu
 import { MemoryQuotaStore } from '../../core/decide/quota.ts';
 
 function facts(endpoint: 'chat' | 'completions' | 'embeddings', body: Record<string, unknown>): RequestFacts {
-  const base = endpoint === 'chat' ? { messages: [{ role: 'user', content: 'x'.repeat(400) }] } : endpoint === 'completions' ? { prompt: 'x'.repeat(400) } : { input: 'x'.repeat(400) };
+  const base =
+    endpoint === 'chat'
+      ? { messages: [{ role: 'user', content: 'x'.repeat(400) }] }
+      : endpoint === 'completions'
+        ? { prompt: 'x'.repeat(400) }
+        : { input: 'x'.repeat(400) };
   const f = requestFacts({ requestId: 'r', endpoint, headers: {}, body: { model: 'm', ...base, ...body } });
   assert.ok(!('code' in f));
   return f;
@@ -49,7 +54,11 @@ test('weights: cached prompt tokens and completion tokens cost what the tenant p
   const weights = { prompt: 1, cachedPrompt: 0.1, completion: 4 };
   const c = admissionCost(facts('chat', { max_tokens: 10 }), weights, undefined, 256);
   assert.equal(c.tokens, c.promptTokens + 40);
-  const usage = readUsage({ prompt_tokens: 100, completion_tokens: 5, total_tokens: 105, prompt_tokens_details: { cached_tokens: 80 } }, { ...c, promptTokens: 100 }, true);
+  const usage = readUsage(
+    { prompt_tokens: 100, completion_tokens: 5, total_tokens: 105, prompt_tokens_details: { cached_tokens: 80 } },
+    { ...c, promptTokens: 100 },
+    true,
+  );
   assert.ok(typeof usage === 'object');
   assert.equal(usageCost(usage, weights), 20 + 8 + 20);
 });
@@ -63,7 +72,11 @@ test('usage that cannot be trusted is named, never used', () => {
   assert.equal(readUsage({ prompt_tokens: 10, completion_tokens: 3, prompt_tokens_details: { cached_tokens: 11 } }, c, true), 'invalid');
   assert.equal(readUsage({ prompt_tokens: 10, completion_tokens: 101 }, c, true), 'absurd', 'more than max_tokens allowed');
   assert.equal(readUsage({ prompt_tokens: 1e9, completion_tokens: 3 }, c, true), 'absurd');
-  assert.deepEqual(readUsage({ prompt_tokens: 10, completion_tokens: 3, prompt_tokens_details: null }, c, true), { promptTokens: 10, cachedTokens: 0, completionTokens: 3 });
+  assert.deepEqual(readUsage({ prompt_tokens: 10, completion_tokens: 3, prompt_tokens_details: null }, c, true), {
+    promptTokens: 10,
+    cachedTokens: 0,
+    completionTokens: 3,
+  });
 });
 
 test('a settled bucket never goes below empty nor above full', () => {

@@ -33,10 +33,27 @@ before(async () => {
   for (let i = 0; i < 3; i++) {
     // Router 0 and 1 lease (the default), router 2 makes a round trip per admission.
     const store = await RedisQuotaStore.open(
-      { url: redis.url, keyPrefix: 'switchyard:quota:', timeoutMs: 5000, onUnavailable: 'fail_open', expectedRouters: 3, leaseFraction: i < 2 ? 0.01 : 0, leaseIdleMs: 60_000, probeIntervalMs: 50 },
+      {
+        url: redis.url,
+        keyPrefix: 'switchyard:quota:',
+        timeoutMs: 5000,
+        onUnavailable: 'fail_open',
+        expectedRouters: 3,
+        leaseFraction: i < 2 ? 0.01 : 0,
+        leaseIdleMs: 60_000,
+        probeIntervalMs: 50,
+      },
       { info: () => {}, warn: () => {} },
     );
-    const router = await startRouter({ policy: fixedPolicy(policyFrom(files, `r${i}`)), port: 0, logger: false, scrapeIntervalMs: 50, healthIntervalMs: 50, admin: { port: 0 }, env: createEnv({ seed: i, quota: store }) });
+    const router = await startRouter({
+      policy: fixedPolicy(policyFrom(files, `r${i}`)),
+      port: 0,
+      logger: false,
+      scrapeIntervalMs: 50,
+      healthIntervalMs: 50,
+      admin: { port: 0 },
+      env: createEnv({ seed: i, quota: store }),
+    });
     routers.push({ router, store, client: new OpenAI({ baseURL: `${router.url}/v1`, apiKey: 'sk-thrifty', maxRetries: 0, timeout: 10_000 }) });
   }
   await until(() => routers.every((r) => r.router.fleet.list().every((s) => s.health === 'ready')), 15_000, 'engines ready');
@@ -76,5 +93,9 @@ test('settlement across three routers sharing Redis: 20 requests asking 4096 tok
   // Settled, the shared bucket holds the limit less what was used (about 30 a request) and what
   // the two leasing routers hold (up to one request's estimate each: docs/quotas.md, "How exact it is").
   // The last refund is on its way (batched for 50 ms): wait for the bucket to get there.
-  await until(async () => (await tokensLeft()) > LIMIT - 20 * 40 - 2 * 4200, 5000, `the bucket back to its limit less the use and two leases (it holds ${await tokensLeft()})`);
+  await until(
+    async () => (await tokensLeft()) > LIMIT - 20 * 40 - 2 * 4200,
+    5000,
+    `the bucket back to its limit less the use and two leases (it holds ${await tokensLeft()})`,
+  );
 });

@@ -34,7 +34,15 @@ before(async () => {
       tenant('cut', 'tokens_per_minute: 10000') +
       FAULTS.map((f) => tenant(`bad-${f}`, 'tokens_per_minute: 10000')).join(''),
   };
-  router = await startRouter({ policy: fixedPolicy(policyFrom(files)), port: 0, logger: false, scrapeIntervalMs: 30, healthIntervalMs: 30, admin: { port: 0 }, env: createEnv({ seed: 1 }) });
+  router = await startRouter({
+    policy: fixedPolicy(policyFrom(files)),
+    port: 0,
+    logger: false,
+    scrapeIntervalMs: 30,
+    healthIntervalMs: 30,
+    admin: { port: 0 },
+    env: createEnv({ seed: 1 }),
+  });
   await until(() => router.fleet.list().every((s) => s.health === 'ready'), 10_000, 'engine ready');
 });
 
@@ -94,10 +102,11 @@ test('a stream: the client that did not ask never sees the usage chunk, one that
   }
   let seen = 0;
   const asked = await client('streamer').chat.completions.create({ ...ask, stream: true, stream_options: { include_usage: true } });
-  for await (const chunk of asked) if (chunk.usage) {
-    seen++;
-    assert.equal(chunk.usage.completion_tokens, 20);
-  }
+  for await (const chunk of asked)
+    if (chunk.usage) {
+      seen++;
+      assert.equal(chunk.usage.completion_tokens, 20);
+    }
   assert.equal(seen, 1);
 });
 

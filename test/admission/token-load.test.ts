@@ -24,7 +24,15 @@ before(async () => {
     'pools.yaml': `kind: pools\npools:\n  - name: general\n    model: tiny\n    version: v1\n    token_load: { full_prefill_tokens: 10000 }\n    strategies: [least-load]\n    replicas:\n      - { id: t0, url: "${url}" }\n`,
     'tenants.yaml': OPEN_TENANTS,
   };
-  router = await startRouter({ policy: fixedPolicy(policyFrom(files)), port: 0, logger: false, scrapeIntervalMs: 30, healthIntervalMs: 30, admin: { port: 0 }, env: createEnv({ seed: 1 }) });
+  router = await startRouter({
+    policy: fixedPolicy(policyFrom(files)),
+    port: 0,
+    logger: false,
+    scrapeIntervalMs: 30,
+    healthIntervalMs: 30,
+    admin: { port: 0 },
+    env: createEnv({ seed: 1 }),
+  });
   await until(() => router.fleet.list().every((s) => s.health === 'ready'), 10_000, 'engine ready');
 });
 
@@ -69,7 +77,9 @@ test('the load score weighs tokenLoad when the pool says, and session affinity r
       '    strategies: [least-load]\n    replicas:\n      - { id: a, url: "http://127.0.0.1:1" }\n      - { id: b, url: "http://127.0.0.1:2" }\n',
   });
   // Same scraped load; a has 900 prompt tokens in prefill: least-load picks b.
-  const fleet = new ManualFleet().set('a', { kvUsage: 0.1, queueDepth: 0, running: 1, inFlight: 1, prefillTokens: 900 }).set('b', { kvUsage: 0.1, queueDepth: 0, running: 1, inFlight: 1 });
+  const fleet = new ManualFleet()
+    .set('a', { kvUsage: 0.1, queueDepth: 0, running: 1, inFlight: 1, prefillTokens: 900 })
+    .set('b', { kvUsage: 0.1, queueDepth: 0, running: 1, inFlight: 1 });
   const d = route(snapshot, { model: 'm', key: 'sk-test' }, fleet);
   assert.ok(d.admitted);
   assert.equal(d.replica, 'b');
@@ -77,9 +87,23 @@ test('the load score weighs tokenLoad when the pool says, and session affinity r
   const capacity = { maxLoras: 4, maxBatch: 256, maxQueue: 64 };
   const busy = { id: 'a', url: '', engine: 'vllm' as const, saturated: false, capacity, signals: { ...signals, tokenLoad: 0.9 } };
   assert.equal(loadScore(busy), loadScore({ ...busy, signals }), 'default weights leave the score as it was');
-  assert.ok(loadScore(busy, { kvUsage: 0.6, queue: 0.3, running: 0.1, tokenLoad: 1 }) > loadScore({ ...busy, signals }, { kvUsage: 0.6, queue: 0.3, running: 0.1, tokenLoad: 1 }));
+  assert.ok(
+    loadScore(busy, { kvUsage: 0.6, queue: 0.3, running: 0.1, tokenLoad: 1 }) >
+      loadScore({ ...busy, signals }, { kvUsage: 0.6, queue: 0.3, running: 0.1, tokenLoad: 1 }),
+  );
   const strategy = sessionAffinity.create({ release_threshold: 0.85, token_release_threshold: 0.8, bounded_load: null });
-  const request = { id: 'r', model: 'm', version: 'v1', pool: 'p', tenant: 't', conversationId: 'c', priority: 'interactive' as const, promptTokens: 10, maxTokens: 10, prefixHashes: [] };
+  const request = {
+    id: 'r',
+    model: 'm',
+    version: 'v1',
+    pool: 'p',
+    tenant: 't',
+    conversationId: 'c',
+    priority: 'interactive' as const,
+    promptTokens: 10,
+    maxTokens: 10,
+    prefixHashes: [],
+  };
   const result = strategy.pick(request, [busy]);
   assert.ok(result && 'pass' in result, 'released on the token valve');
   assert.match(result.reason, /prefill load 0\.90 >= 0\.8/);

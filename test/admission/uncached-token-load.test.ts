@@ -72,7 +72,13 @@ pools:
       .create({ model: 'tiny', messages, max_tokens: 40 }, { headers: { 'x-conversation-id': conversation } })
       .withResponse();
     const decision = await json(await fetch(`${t.adminUrl}/admin/decisions/${response.headers.get('x-request-id')}`));
-    return { text: data.choices[0].message.content ?? '', replica: response.headers.get('x-switchyard-replica')!, reason: response.headers.get('x-switchyard-reason') ?? '', decision, added: added.at(-1)! };
+    return {
+      text: data.choices[0].message.content ?? '',
+      replica: response.headers.get('x-switchyard-replica')!,
+      reason: response.headers.get('x-switchyard-reason') ?? '',
+      decision,
+      added: added.at(-1)!,
+    };
   };
 
   // The router's tokenizer loads in the background (the first requests are estimated): wait until it counts.
@@ -95,7 +101,7 @@ pools:
   let two = await ask(secondTurn, 'c1');
   for (let tries = 1; tries < 5 && !/prompt tokens \(KV events\)/.test(two.reason); tries++) two = await ask(secondTurn, 'c1');
   // (A try that missed its count went elsewhere and cached the turn there: wherever the match is, it is what counts.)
-  assert.match(two.reason, /prompt tokens \(KV events\)/, "precise-prefix matched the turn by its token ids");
+  assert.match(two.reason, /prompt tokens \(KV events\)/, 'precise-prefix matched the turn by its token ids');
   const [, held, prompt] = two.reason.match(/holds (\d+) of (\d+) prompt tokens \(KV events\)/)!.map(Number);
   assert.ok(held >= 64, two.reason);
   assert.equal(two.added.replica, two.replica);

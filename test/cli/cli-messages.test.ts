@@ -59,7 +59,10 @@ test('validate: one tab is one problem; a pool name cut short gets a did-you-mea
     const tab = run(['validate', dir]);
     assert.equal(tab.status, 1);
     assert.equal(tab.stderr.match(/pools\.yaml:/g)?.length, 1, tab.stderr);
-    assert.match(tab.stderr, new RegExp(`pools\\.yaml:${at + 1}:1: YAML syntax: Tabs are not allowed as indentation \\(the parser found \\d+ more after it; fix this one first\\)`));
+    assert.match(
+      tab.stderr,
+      new RegExp(`pools\\.yaml:${at + 1}:1: YAML syntax: Tabs are not allowed as indentation \\(the parser found \\d+ more after it; fix this one first\\)`),
+    );
 
     writeFileSync(join(dir, 'pools.yaml'), readFileSync(join(ROOT, 'policies/pools.yaml'), 'utf8'));
     writeFileSync(join(dir, 'rules.yaml'), readFileSync(join(ROOT, 'policies/rules.yaml'), 'utf8').replace('pool: long-context', 'pool: long'));

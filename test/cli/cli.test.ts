@@ -61,7 +61,11 @@ function policyDir(extra: Record<string, string> = {}): string {
 
 /** Starts `serve`, waits until its admin listener answers, and hands back a stopper. */
 async function serve(args: string[], env: Record<string, string>, adminPort: number) {
-  const child = spawn(process.execPath, ['bin/switchyard.mjs', 'serve', ...args], { cwd: ROOT, env: { ...cleanEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['bin/switchyard.mjs', 'serve', ...args], {
+    cwd: ROOT,
+    env: { ...cleanEnv(), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stdout!.on('data', (d: Buffer) => (out += d));
@@ -70,10 +74,17 @@ async function serve(args: string[], env: Record<string, string>, adminPort: num
   let dead = false;
   void exited.then(() => (dead = true));
   try {
-    await until(async () => {
-      if (dead) throw new Error(`serve exited: ${out}${err}`);
-      return fetch(`http://127.0.0.1:${adminPort}/readyz`).then((r) => r.ok, () => false);
-    }, 45_000, 'serve to answer');
+    await until(
+      async () => {
+        if (dead) throw new Error(`serve exited: ${out}${err}`);
+        return fetch(`http://127.0.0.1:${adminPort}/readyz`).then(
+          (r) => r.ok,
+          () => false,
+        );
+      },
+      45_000,
+      'serve to answer',
+    );
   } catch (error) {
     child.kill('SIGKILL');
     throw error;
@@ -127,7 +138,8 @@ test('every serve setting from the environment: the router listens where the env
   const dir = policyDir();
   const stateDir = mkdtempSync(join(tmpdir(), 'sy-cli-state-'));
   // A control plane serving a routing table: SWITCHYARD_CONTROL_PLANE, _TTL_MS and SWITCHYARD_STATE_DIR.
-  const table = 'kind: routing-table\nversion: "t1"\nmodels:\n  - id: tiny\n    versions: [{ version: v1 }]\npools:\n  - name: general\n    model: tiny\n    version: v1\n    replicas:\n      - { id: cp0, url: "emulate://tiny" }\n';
+  const table =
+    'kind: routing-table\nversion: "t1"\nmodels:\n  - id: tiny\n    versions: [{ version: v1 }]\npools:\n  - name: general\n    model: tiny\n    version: v1\n    replicas:\n      - { id: cp0, url: "emulate://tiny" }\n';
   const cp = createHttpServer((_req, res) => res.writeHead(200, { 'content-type': 'application/yaml' }).end(table));
   await new Promise<void>((resolve) => cp.listen(0, '127.0.0.1', resolve));
   const cpUrl = `http://127.0.0.1:${(cp.address() as AddressInfo).port}/routing-table`;
@@ -151,7 +163,11 @@ test('every serve setting from the environment: the router listens where the env
   try {
     const router = await serve([], env, adminPort);
     try {
-      const completion = await fetch(`http://127.0.0.1:${port}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 2 }) });
+      const completion = await fetch(`http://127.0.0.1:${port}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 2 }),
+      });
       assert.equal(completion.status, 200, 'SWITCHYARD_PORT, not PORT');
       assert.equal(completion.headers.get('x-switchyard-replica') ?? 'cp0', 'cp0', 'the replica came from the control plane');
       await assert.rejects(fetch(`http://127.0.0.1:${otherPort}/healthz`), 'nothing on PORT');
@@ -159,7 +175,10 @@ test('every serve setting from the environment: the router listens where the env
       const state = await json(await fetch(`http://127.0.0.1:${adminPort}/admin/state`, { headers: { authorization: 'Bearer tok-123' } }));
       assert.equal(state.policy.controlPlane.url, cpUrl);
       assert.equal(state.policy.controlPlane.ttlMs ?? 60000, 60000);
-      assert.deepEqual(state.replicas.map((r: { id: string }) => r.id), ['cp0']);
+      assert.deepEqual(
+        state.replicas.map((r: { id: string }) => r.id),
+        ['cp0'],
+      );
       assert.ok(existsSync(join(stateDir, 'routing-table.json')), 'the table was kept in SWITCHYARD_STATE_DIR');
     } finally {
       assert.equal(await router.stop(), 0);
@@ -168,7 +187,11 @@ test('every serve setting from the environment: the router listens where the env
 
     // PORT alone (platforms set it), and flags over env.
     const [flagPort, flagAdmin] = [await freePort(), await freePort()];
-    const second = await serve(['--port', String(flagPort), '--admin-port', String(flagAdmin), '--policies', dir, '--emulator-speed', '20'], { PORT: String(otherPort), SWITCHYARD_ADMIN_PORT: String(adminPort), SWITCHYARD_POLICIES: '/nonexistent', SWITCHYARD_LOG_LEVEL: 'info' }, flagAdmin);
+    const second = await serve(
+      ['--port', String(flagPort), '--admin-port', String(flagAdmin), '--policies', dir, '--emulator-speed', '20'],
+      { PORT: String(otherPort), SWITCHYARD_ADMIN_PORT: String(adminPort), SWITCHYARD_POLICIES: '/nonexistent', SWITCHYARD_LOG_LEVEL: 'info' },
+      flagAdmin,
+    );
     try {
       assert.equal((await fetch(`http://127.0.0.1:${flagPort}/healthz`)).status, 200, '--port over PORT');
       await assert.rejects(fetch(`http://127.0.0.1:${adminPort}/healthz`), '--admin-port over SWITCHYARD_ADMIN_PORT');
@@ -233,7 +256,8 @@ test('a busy port is one line and exit 1, found before the policy is read', asyn
   }
 });
 
-const BOMB = 'kind: models\na: &a ["x","x","x","x","x","x","x","x","x"]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n';
+const BOMB =
+  'kind: models\na: &a ["x","x","x","x","x","x","x","x","x"]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n';
 
 test('a YAML alias bomb is a located problem on every command, never a stack trace', async () => {
   const dir = policyDir({ 'zz-bomb.yaml': BOMB });

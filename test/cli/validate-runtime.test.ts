@@ -25,12 +25,12 @@ function run(args: string[]): Promise<{ code: number | null; out: string; err: s
 
 function policyDir(files: Record<string, string>): string {
   const dir = mkdtempSync(join(tmpdir(), 'sy-validate-'));
-  for (const [name, text] of Object.entries({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': tinyPool({ replicas: 1 }), ...files })) writeFileSync(join(dir, name), text);
+  for (const [name, text] of Object.entries({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': tinyPool({ replicas: 1 }), ...files }))
+    writeFileSync(join(dir, name), text);
   return dir;
 }
 
-const pool = (replicas: string, extra = '') =>
-  `kind: pools\n${extra}pools:\n  - name: general\n    model: tiny\n    version: v1\n    replicas:\n${replicas}`;
+const pool = (replicas: string, extra = '') => `kind: pools\n${extra}pools:\n  - name: general\n    model: tiny\n    version: v1\n    replicas:\n${replicas}`;
 
 const CASES: { what: string; files: Record<string, string>; problem: RegExp }[] = [
   {
@@ -69,8 +69,9 @@ for (const { what, files, problem } of CASES) {
   });
 }
 
-test('a problem in a pools file\'s defaults is reported once, not once per pool', async () => {
-  const two = 'kind: pools\ndefaults:\n  strategies: [round-robbin]\npools:\n' +
+test("a problem in a pools file's defaults is reported once, not once per pool", async () => {
+  const two =
+    'kind: pools\ndefaults:\n  strategies: [round-robbin]\npools:\n' +
     ['a', 'b', 'c'].map((n, i) => `  - name: ${n}\n    model: tiny\n    version: v1\n    replicas: [{ id: r${i}, url: "emulate://tiny" }]\n`).join('');
   const dir = policyDir({ 'pools.yaml': two });
   try {
@@ -87,21 +88,46 @@ test('a running router refuses a reload naming an unknown emulate:// profile, an
   const dir = policyDir({ 'pools.yaml': pool('      - { id: r0, url: "emulate://tiny" }\n'), 'settings.yaml': 'kind: settings\ndecision_headers: full\n' });
   const port = await freePort();
   const adminPort = await freePort();
-  const child = spawn(process.execPath, ['bin/switchyard.mjs', 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--log-level', 'warn'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    ['bin/switchyard.mjs', 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--log-level', 'warn'],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let output = '';
   child.stdout!.on('data', (d: Buffer) => (output += d));
   child.stderr!.on('data', (d: Buffer) => (output += d));
   try {
-    await until(() => fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false), 45_000, 'serve to answer');
+    await until(
+      () =>
+        fetch(`http://127.0.0.1:${port}/readyz`).then(
+          (r) => r.ok,
+          () => false,
+        ),
+      45_000,
+      'serve to answer',
+    );
     writeFileSync(join(dir, 'pools.yaml'), pool('      - { id: r0, url: "emulate://tiny" }\n      - { id: r1, url: "emulate://nope" }\n'));
-    const reload = (await (await fetch(`http://127.0.0.1:${adminPort}/admin/reload`, { method: 'POST', headers: { 'x-switchyard-admin': '1' } })).json()) as { result: string; errors: string[] };
+    const reload = (await (await fetch(`http://127.0.0.1:${adminPort}/admin/reload`, { method: 'POST', headers: { 'x-switchyard-admin': '1' } })).json()) as {
+      result: string;
+      errors: string[];
+    };
     assert.equal(reload.result, 'refused');
     assert.match(reload.errors.join('\n'), /pools\.yaml:8:\d+: replica "r1": "emulate:\/\/nope" names no engine profile/);
-    const state = (await (await fetch(`http://127.0.0.1:${adminPort}/admin/state`)).json()) as { policy: { generation: number; disk: { matchesLive: boolean } }; replicas: { id: string }[] };
+    const state = (await (await fetch(`http://127.0.0.1:${adminPort}/admin/state`)).json()) as {
+      policy: { generation: number; disk: { matchesLive: boolean } };
+      replicas: { id: string }[];
+    };
     assert.equal(state.policy.generation, 1);
     assert.equal(state.policy.disk.matchesLive, false);
-    assert.deepEqual(state.replicas.map((r) => r.id), ['r0']);
-    const answer = await fetch(`http://127.0.0.1:${port}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 1 }) });
+    assert.deepEqual(
+      state.replicas.map((r) => r.id),
+      ['r0'],
+    );
+    const answer = await fetch(`http://127.0.0.1:${port}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 1 }),
+    });
     assert.equal(answer.status, 200);
     assert.doesNotMatch(output, STACK);
   } finally {

@@ -60,7 +60,11 @@ test('every replica at capacity: 503 with Retry-After, nothing queued at the rou
 });
 
 test('an estimated wait past x-deadline-ms is a 503; within it, admitted', () => {
-  const policy = singlePool({ strategies: ['least-load'], replicas: 2, pool: '    wait_estimate: { ms_per_queued_request: 100, prefill_ms_per_1k_tokens: 20 }\n' });
+  const policy = singlePool({
+    strategies: ['least-load'],
+    replicas: 2,
+    pool: '    wait_estimate: { ms_per_queued_request: 100, prefill_ms_per_1k_tokens: 20 }\n',
+  });
   const fleet = new ManualFleet().set('r0', { queueDepth: 10 }).set('r1', { queueDepth: 8 });
   const late = route(policy, { model: 'm', deadlineMs: 500 }, fleet);
   assert.equal(late.status, 503);
@@ -102,7 +106,18 @@ test('property: any JSON body and headers yield a decision with a status, never 
   fc.assert(
     fc.property(
       fc.constantFrom<Endpoint>('chat', 'completions', 'embeddings'),
-      fc.oneof(fc.jsonValue(), fc.record({ model: fc.oneof(fc.string(), fc.constantFrom('auto', 'chat-large', 'team-x-v3')), messages: fc.jsonValue(), prompt: fc.jsonValue(), max_tokens: fc.jsonValue() }, { requiredKeys: [] })),
+      fc.oneof(
+        fc.jsonValue(),
+        fc.record(
+          {
+            model: fc.oneof(fc.string(), fc.constantFrom('auto', 'chat-large', 'team-x-v3')),
+            messages: fc.jsonValue(),
+            prompt: fc.jsonValue(),
+            max_tokens: fc.jsonValue(),
+          },
+          { requiredKeys: [] },
+        ),
+      ),
       fc.dictionary(fc.constantFrom('authorization', 'x-priority', 'x-deadline-ms', 'x-conversation-id'), fc.string()),
       (endpoint, body, headers) => {
         const d = decide(requestFacts({ requestId: 'p', endpoint, headers, body }), policy, new ManualFleet(), env);

@@ -47,7 +47,18 @@ function view(set: CandidateSet) {
     candidates: set.candidates.map((c) => ({
       id: c.id,
       saturated: c.saturated,
-      signals: { kvUsage: c.signals.kvUsage, queueDepth: c.signals.queueDepth, running: c.signals.running, inFlight: c.signals.inFlight, prefillTokens: c.signals.prefillTokens, activeStreams: c.signals.activeStreams, tokenLoad: c.signals.tokenLoad, loadedAdapters: [...c.signals.loadedAdapters], ageMs: c.signals.ageMs, stale: c.signals.stale },
+      signals: {
+        kvUsage: c.signals.kvUsage,
+        queueDepth: c.signals.queueDepth,
+        running: c.signals.running,
+        inFlight: c.signals.inFlight,
+        prefillTokens: c.signals.prefillTokens,
+        activeStreams: c.signals.activeStreams,
+        tokenLoad: c.signals.tokenLoad,
+        loadedAdapters: [...c.signals.loadedAdapters],
+        ageMs: c.signals.ageMs,
+        stale: c.signals.stale,
+      },
     })),
     excluded: set.excluded.map((e) => ({ ...e })),
     saturated: set.saturated,
@@ -75,7 +86,12 @@ const stepArb = fc.oneof(
   fc.record({ kind: fc.constant('set' as const), replica: fc.nat(11), state: stateArb }),
   fc.record({ kind: fc.constant('inflight' as const), replica: fc.nat(11), by: fc.constantFrom(-1, 1) }),
   // One signal alone moves (the router's own token counts do so between scrapes).
-  fc.record({ kind: fc.constant('one' as const), replica: fc.nat(11), field: fc.constantFrom('prefillTokens', 'activeStreams', 'kvUsage', 'queueDepth', 'running'), value: fc.nat(70_000) }),
+  fc.record({
+    kind: fc.constant('one' as const),
+    replica: fc.nat(11),
+    field: fc.constantFrom('prefillTokens', 'activeStreams', 'kvUsage', 'queueDepth', 'running'),
+    value: fc.nat(70_000),
+  }),
   fc.record({ kind: fc.constant('time' as const), ms: fc.constantFrom(1, 500, 3000, 6000) }),
 );
 
@@ -131,7 +147,10 @@ test('the candidate list stays the same array while only load moves, and is rema
   fleet.set('r2', { health: 'failing', inFlight: 0, scrapedAt: 5 });
   const third = buildCandidates(pool, fleet, 30, MAX_STALENESS_MS);
   assert.notEqual(third.candidates, first.candidates);
-  assert.deepEqual(third.candidates.map((c) => c.id), ['r0', 'r1', 'r3']);
+  assert.deepEqual(
+    third.candidates.map((c) => c.id),
+    ['r0', 'r1', 'r3'],
+  );
   assert.deepEqual(third.excluded, [{ name: 'r2', note: 'failing' }]);
 });
 
@@ -146,7 +165,7 @@ test('a change log names what changed since a count, and says when it no longer 
   assert.deepEqual(log.since(log.count - 4), ['b', 'a', 'c', 'd']);
 });
 
-test('with the router\'s live fleet, a request in flight moves a candidate\'s load without remaking the list', async () => {
+test("with the router's live fleet, a request in flight moves a candidate's load without remaking the list", async () => {
   const pool = singlePool({ strategies: ['power-of-two'], replicas: 3 }).pools[0];
   const live = new LiveFleet({ replicas: pool.replicas.map((r) => ({ id: r.id, url: r.url, engine: r.engine })) });
   try {
@@ -158,7 +177,13 @@ test('with the router\'s live fleet, a request in flight moves a candidate\'s lo
     end();
     live.setDraining('r2', true);
     const third = buildCandidates(pool, live, 2, MAX_STALENESS_MS);
-    assert.deepEqual(third.candidates.map((c) => [c.id, c.signals.inFlight]), [['r0', 0], ['r1', 0]]);
+    assert.deepEqual(
+      third.candidates.map((c) => [c.id, c.signals.inFlight]),
+      [
+        ['r0', 0],
+        ['r1', 0],
+      ],
+    );
     assert.deepEqual(third.excluded, [{ name: 'r2', note: 'draining' }]);
   } finally {
     await live.stop();

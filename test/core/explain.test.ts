@@ -7,7 +7,15 @@ const root = new URL('../../', import.meta.url).pathname;
 const explain = (...args: string[]) => spawnSync(process.execPath, ['bin/switchyard.mjs', 'explain', ...args], { cwd: root, encoding: 'utf8' });
 
 test('explain --json names model, version, pool, replica, reason, status and the trace', () => {
-  const run = explain('--request', 'examples/requests/code-question.json', '--header', 'Authorization: Bearer sk-demo-premium', '--header', 'x-conversation-id: c-42', '--json');
+  const run = explain(
+    '--request',
+    'examples/requests/code-question.json',
+    '--header',
+    'Authorization: Bearer sk-demo-premium',
+    '--header',
+    'x-conversation-id: c-42',
+    '--json',
+  );
   assert.equal(run.status, 0, run.stderr);
   const d = JSON.parse(run.stdout);
   assert.equal(d.status, 200);
@@ -21,7 +29,14 @@ test('explain --json names model, version, pool, replica, reason, status and the
 });
 
 test('explain with --fleet shows the release valve and the deprioritized replica', () => {
-  const run = explain('--request', 'examples/requests/short-question.json', '--header', 'x-conversation-id: c-3', '--fleet', 'examples/fleet/home-replica-busy.yaml');
+  const run = explain(
+    '--request',
+    'examples/requests/short-question.json',
+    '--header',
+    'x-conversation-id: c-3',
+    '--fleet',
+    'examples/fleet/home-replica-busy.yaml',
+  );
   assert.equal(run.status, 0, run.stderr);
   assert.match(run.stdout, /→ 200 admitted: llama-3-8b-instruct@v1\.0\.0 · pool general · replica l8-general-[01]/);
   assert.match(run.stdout, /session-affinity {2}passed: released l8-general-2: kv 0\.91 >= 0\.85/);
@@ -40,7 +55,7 @@ test('explain of a rejection gives the status and Retry-After', () => {
   assert.equal(d.action.type, 'trigger_load');
 });
 
-test("explain: a bad file is one line and exit 1, a usage mistake exit 2 (as the README says), no stack trace", () => {
+test('explain: a bad file is one line and exit 1, a usage mistake exit 2 (as the README says), no stack trace', () => {
   const missing = explain('--request', 'nope.json');
   assert.equal(missing.status, 1);
   assert.match(missing.stderr, /^switchyard explain: cannot read request body nope\.json: /);

@@ -15,13 +15,15 @@ import { POLICIES, policyDirTexts } from '../helpers/core.ts';
 /** The built-ins, each create() counted, and one more strategy whose create() throws when its config says so. */
 function countingRegistry() {
   const created: string[] = [];
-  const counted = BUILTIN_STRATEGIES.map((definition): StrategyDefinition<unknown> => ({
-    ...definition,
-    create(config, ctx) {
-      created.push(definition.name);
-      return (definition as StrategyDefinition<unknown>).create(config, ctx);
-    },
-  }));
+  const counted = BUILTIN_STRATEGIES.map(
+    (definition): StrategyDefinition<unknown> => ({
+      ...definition,
+      create(config, ctx) {
+        created.push(definition.name);
+        return (definition as StrategyDefinition<unknown>).create(config, ctx);
+      },
+    }),
+  );
   return { registry: registryOf(counted), created };
 }
 
@@ -34,7 +36,16 @@ test('compiling creates no strategy, and the compiled policy is frozen plain dat
   const pool = policy.pools[0];
   assert.ok(pool.strategies.length > 0);
   assert.equal('chain' in pool || 'candidateCache' in pool, false, 'a compiled pool holds runtime parts');
-  for (const value of [policy, pool, pool.replicas, pool.replicas[0], pool.strategies[0], pool.capacity, policy.settings, [...policy.tenantsById.values()][0]]) {
+  for (const value of [
+    policy,
+    pool,
+    pool.replicas,
+    pool.replicas[0],
+    pool.strategies[0],
+    pool.capacity,
+    policy.settings,
+    [...policy.tenantsById.values()][0],
+  ]) {
     assert.ok(Object.isFrozen(value), `not frozen: ${JSON.stringify(value)?.slice(0, 80)}`);
   }
   assert.throws(() => {
@@ -64,22 +75,34 @@ test('each generation of one compiled policy has its own instances and caches; a
   const index = session.chain.findIndex((slot) => slot.instance.exportState);
   const handed: unknown[] = [];
   const spy = registryOf(
-    BUILTIN_STRATEGIES.map((definition): StrategyDefinition<unknown> => ({
-      ...definition,
-      create(config, ctx) {
-        handed.push(ctx.previousState);
-        return (definition as StrategyDefinition<unknown>).create(config, ctx);
-      },
-    })),
+    BUILTIN_STRATEGIES.map(
+      (definition): StrategyDefinition<unknown> => ({
+        ...definition,
+        create(config, ctx) {
+          handed.push(ctx.previousState);
+          return (definition as StrategyDefinition<unknown>).create(config, ctx);
+        },
+      }),
+    ),
   );
   const respied = compileInputs(policyInputsFromTexts(policyDirTexts(POLICIES), { registry: spy })).policy!;
   buildGeneration(respied, { previous: first });
   const exported = session.chain[index].instance.exportState!();
-  assert.ok(handed.some((state) => state !== undefined && JSON.stringify(state) === JSON.stringify(exported)), 'no strategy was handed its predecessor state');
+  assert.ok(
+    handed.some((state) => state !== undefined && JSON.stringify(state) === JSON.stringify(exported)),
+    'no strategy was handed its predecessor state',
+  );
 });
 
 test('a create() that throws is a problem where the policy names the strategy; nothing is half-built', () => {
-  const failing: StrategyDefinition<unknown> = { name: 'grumpy', version: '1.0.0', sdk: '^1.0', create: () => { throw new Error('no thanks'); } };
+  const failing: StrategyDefinition<unknown> = {
+    name: 'grumpy',
+    version: '1.0.0',
+    sdk: '^1.0',
+    create: () => {
+      throw new Error('no thanks');
+    },
+  };
   const registry = registryOf([...BUILTIN_STRATEGIES, failing]);
   const files = policyDirTexts(POLICIES);
   const pools = Object.keys(files).find((name) => name.endsWith('pools.yaml'))!;

@@ -11,17 +11,48 @@ const policy = bundledPolicy();
 const table = [
   { name: 'alias chat-large resolves to the 70B', req: { model: 'chat-large' }, status: 200, model: 'llama-3-70b-instruct' },
   { name: 'a model id is used as is', req: { model: 'llama-3-8b-instruct' }, status: 200, model: 'llama-3-8b-instruct' },
-  { name: 'cascade: a short simple query goes to the 8B', req: { model: 'auto', content: 'What is the capital of France?' }, status: 200, model: 'llama-3-8b-instruct' },
-  { name: 'cascade: code goes to the coder', req: { model: 'auto', content: 'Fix this:\n```js\nconst x = 1;\n```' }, status: 200, model: 'qwen2.5-coder-32b-instruct' },
-  { name: 'cascade: a long question goes to the 70B', req: { model: 'auto', content: 'Compare these three economic theories in depth. '.repeat(40) }, status: 200, model: 'llama-3-70b-instruct' },
-  { name: 'cascade: a long answer asked of a short question goes to the 70B', req: { model: 'auto', content: 'Write an essay on rivers.', maxTokens: 2000 }, status: 200, model: 'llama-3-70b-instruct' },
+  {
+    name: 'cascade: a short simple query goes to the 8B',
+    req: { model: 'auto', content: 'What is the capital of France?' },
+    status: 200,
+    model: 'llama-3-8b-instruct',
+  },
+  {
+    name: 'cascade: code goes to the coder',
+    req: { model: 'auto', content: 'Fix this:\n```js\nconst x = 1;\n```' },
+    status: 200,
+    model: 'qwen2.5-coder-32b-instruct',
+  },
+  {
+    name: 'cascade: a long question goes to the 70B',
+    req: { model: 'auto', content: 'Compare these three economic theories in depth. '.repeat(40) },
+    status: 200,
+    model: 'llama-3-70b-instruct',
+  },
+  {
+    name: 'cascade: a long answer asked of a short question goes to the 70B',
+    req: { model: 'auto', content: 'Write an essay on rivers.', maxTokens: 2000 },
+    status: 200,
+    model: 'llama-3-70b-instruct',
+  },
   { name: 'a restricted tenant gets 403 for another model', req: { model: 'chat-large', key: 'sk-demo-restricted' }, status: 403, code: 'model_not_allowed' },
-  { name: 'a restricted tenant may use its model', req: { model: 'llama-3-8b-instruct', key: 'sk-demo-restricted' }, status: 200, model: 'llama-3-8b-instruct' },
+  {
+    name: 'a restricted tenant may use its model',
+    req: { model: 'llama-3-8b-instruct', key: 'sk-demo-restricted' },
+    status: 200,
+    model: 'llama-3-8b-instruct',
+  },
   { name: 'an unknown model is a 404', req: { model: 'gpt-7' }, status: 404, code: 'model_not_found' },
   { name: 'an unknown API key is a 401', req: { model: 'chat-small', key: 'sk-wrong' }, status: 401, code: 'invalid_api_key' },
   { name: "another tenant's adapter is a 403", req: { model: 'team-x-v3', key: 'sk-demo-free' }, status: 403, code: 'adapter_not_allowed' },
   { name: 'a tenant names its adapter', req: { model: 'team-x-v3', key: 'sk-demo-lora' }, status: 200, model: 'llama-3-8b-instruct', adapter: 'team-x-v3' },
-  { name: "a tenant's default adapter applies to the base model", req: { model: 'chat-small', key: 'sk-demo-lora' }, status: 200, model: 'llama-3-8b-instruct', adapter: 'team-x-v3' },
+  {
+    name: "a tenant's default adapter applies to the base model",
+    req: { model: 'chat-small', key: 'sk-demo-lora' },
+    status: 200,
+    model: 'llama-3-8b-instruct',
+    adapter: 'team-x-v3',
+  },
 ];
 
 for (const row of table) {
@@ -79,11 +110,14 @@ test('the canary takes 5% ± 1% of 10,000 conversations, each always on the same
 test('property: any conversation id stays on one version across requests and routers', () => {
   const other = bundledPolicy(99); // another router instance, another seed
   fc.assert(
-    fc.property(fc.string({ minLength: 1, maxLength: 40 }).filter((s) => s.trim() === s && !/[\r\n]/.test(s)), (conversation) => {
-      const a = route(policy, { model: 'chat-large', conversation });
-      const b = route(other, { model: 'chat-large', conversation, content: 'a later turn' });
-      return a.version === b.version;
-    }),
+    fc.property(
+      fc.string({ minLength: 1, maxLength: 40 }).filter((s) => s.trim() === s && !/[\r\n]/.test(s)),
+      (conversation) => {
+        const a = route(policy, { model: 'chat-large', conversation });
+        const b = route(other, { model: 'chat-large', conversation, content: 'a later turn' });
+        return a.version === b.version;
+      },
+    ),
     { numRuns: 300 },
   );
 });

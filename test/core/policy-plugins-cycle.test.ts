@@ -9,7 +9,9 @@ import { join } from 'node:path';
 const CORE = new URL('../../core/', import.meta.url).pathname;
 
 function sources(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? sources(join(dir, e.name)) : /\.m?ts$/.test(e.name) ? [join(dir, e.name)] : []));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? sources(join(dir, e.name)) : /\.m?ts$/.test(e.name) ? [join(dir, e.name)] : [],
+  );
 }
 
 test('core/plugins and core/diagnostics import nothing from core/policy', () => {

@@ -7,7 +7,11 @@ const policy = bundledPolicy();
 
 const cases = [
   { name: 'a 128k request does not land in the general pool', req: { model: 'chat-small', content: promptOf(128_000) }, pool: 'long-context' },
-  { name: 'a prompt over 16000 tokens goes to long-context even for a premium tenant', req: { model: 'chat-large', key: 'sk-demo-premium', content: promptOf(20_000) }, pool: 'long-context' },
+  {
+    name: 'a prompt over 16000 tokens goes to long-context even for a premium tenant',
+    req: { model: 'chat-large', key: 'sk-demo-premium', content: promptOf(20_000) },
+    pool: 'long-context',
+  },
   { name: 'a premium tenant goes to the premium pool', req: { model: 'chat-large', key: 'sk-demo-premium' }, pool: 'premium' },
   { name: 'x-priority: batch goes to the batch pool', req: { model: 'chat-small', priority: 'batch' }, pool: 'batch' },
   { name: "a batch tenant's default priority goes to the batch pool", req: { model: 'chat-small', key: 'sk-demo-batch' }, pool: 'batch' },

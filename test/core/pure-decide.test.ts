@@ -117,7 +117,10 @@ test('decide() takes no quota and tells no strategy; commit() does both, complet
 
   const decisions: Decision[] = [];
   for (let i = 0; i < 5; i++) decisions.push(decide(facts({ model: 'm' }), snapshot, fleet, env));
-  assert.ok(decisions.every((d) => d.admitted), 'five decisions, no quota taken: all fit a quota of 2');
+  assert.ok(
+    decisions.every((d) => d.admitted),
+    'five decisions, no quota taken: all fit a quota of 2',
+  );
   assert.equal(hooks.picks, 5);
   assert.equal(hooks.routed, 0, 'deciding tells no strategy where the request went');
 

@@ -74,7 +74,11 @@ test('not ready, draining and failing replicas are excluded; unknown ones are no
   const seen = new Set<string>();
   for (let i = 0; i < 20; i++) seen.add(routeAdmitted(policy, { model: 'm' }, fleet).replica);
   assert.deepEqual([...seen], ['r3']);
-  const all = new ManualFleet().set('r0', { health: 'not_ready' }).set('r1', { health: 'draining' }).set('r2', { health: 'failing' }).set('r3', { health: 'failing' });
+  const all = new ManualFleet()
+    .set('r0', { health: 'not_ready' })
+    .set('r1', { health: 'draining' })
+    .set('r2', { health: 'failing' })
+    .set('r3', { health: 'failing' });
   const d = rejected(route(policy, { model: 'm' }, all));
   assert.equal(d.status, 503);
   assert.equal(d.rejection.code, 'no_healthy_replica');
@@ -105,12 +109,14 @@ test("deprioritize, don't exclude: saturated replicas get traffic only when ever
   assert.equal(seen.size, 3, 'every saturated replica still gets some traffic');
 });
 
-test('stale load signals fall back to the router\'s own in-flight counts', () => {
+test("stale load signals fall back to the router's own in-flight counts", () => {
   const policy = singlePool({ strategies: ['least-load'], replicas: 2, settings: 'kind: settings\nmax_staleness_ms: 5000\n' });
   const now = 100_000;
   const env = createEnv({ now: () => now });
   // Scraped 60 s ago: r0 looked idle, but this router has 50 requests on it now.
-  const fleet = new ManualFleet(() => now).set('r0', { kvUsage: 0.0, running: 0, inFlight: 50, ageMs: 60_000 }).set('r1', { kvUsage: 0.2, running: 10, inFlight: 10, ageMs: 60_000 });
+  const fleet = new ManualFleet(() => now)
+    .set('r0', { kvUsage: 0.0, running: 0, inFlight: 50, ageMs: 60_000 })
+    .set('r1', { kvUsage: 0.2, running: 10, inFlight: 10, ageMs: 60_000 });
   assert.equal(routeAdmitted(policy, { model: 'm' }, fleet, env).replica, 'r1');
   // The same numbers, fresh: the scrape says r0 is idle... but 50 in flight beyond its running batch count as queued.
   fleet.set('r0', { kvUsage: 0.0, running: 0, inFlight: 0 }).set('r1', { kvUsage: 0.2, running: 10, inFlight: 10 });
@@ -120,9 +126,21 @@ test('stale load signals fall back to the router\'s own in-flight counts', () =>
 test('prefix affinity: prompts sharing a long system prompt go where it was seen', () => {
   const policy = singlePool({ strategies: ['prefix-affinity', 'round-robin'], replicas: 4 });
   const system = promptOf(600);
-  const first = routeAdmitted(policy, { model: 'm', messages: [{ role: 'system', content: system }, { role: 'user', content: 'question one' }] });
+  const first = routeAdmitted(policy, {
+    model: 'm',
+    messages: [
+      { role: 'system', content: system },
+      { role: 'user', content: 'question one' },
+    ],
+  });
   for (let i = 0; i < 10; i++) {
-    const d = routeAdmitted(policy, { model: 'm', messages: [{ role: 'system', content: system }, { role: 'user', content: `question ${i}` }] });
+    const d = routeAdmitted(policy, {
+      model: 'm',
+      messages: [
+        { role: 'system', content: system },
+        { role: 'user', content: `question ${i}` },
+      ],
+    });
     assert.equal(d.replica, first.replica);
     assert.match(d.reason, /^prefix-affinity: holds \d+ of \d+ prefix blocks/);
   }
@@ -143,7 +161,12 @@ test('prefix affinity releases a replica past the threshold', () => {
 });
 
 test('LoRA affinity: loaded replicas first, then room for another adapter', () => {
-  const policy = singlePool({ strategies: ['lora-affinity', 'round-robin'], replicas: 4, replicaFields: 'max_loras: 2', tenants: 'kind: tenants\nanonymous: t\ntenants:\n  - { id: t, tier: free, adapters: [{ name: a1, model: m }, { name: a2, model: m }] }\n' });
+  const policy = singlePool({
+    strategies: ['lora-affinity', 'round-robin'],
+    replicas: 4,
+    replicaFields: 'max_loras: 2',
+    tenants: 'kind: tenants\nanonymous: t\ntenants:\n  - { id: t, tier: free, adapters: [{ name: a1, model: m }, { name: a2, model: m }] }\n',
+  });
   const fleet = new ManualFleet()
     .set('r0', { kvUsage: 0.6, loadedAdapters: ['a1', 'x'] })
     .set('r1', { kvUsage: 0.35, loadedAdapters: ['a1'] })
@@ -177,7 +200,10 @@ test('baselines: least-load, round-robin and random', () => {
   const fleet = new ManualFleet().set('r0', { kvUsage: 0.5 }).set('r1', { kvUsage: 0.1 }).set('r2', { kvUsage: 0.3 });
   assert.equal(routeAdmitted(singlePool({ strategies: ['least-load'], replicas: 3 }), { model: 'm' }, fleet).replica, 'r1');
   const rr = singlePool({ strategies: ['round-robin'], replicas: 3 });
-  assert.deepEqual(Array.from({ length: 6 }, () => routeAdmitted(rr, { model: 'm' }).replica), ['r0', 'r1', 'r2', 'r0', 'r1', 'r2']);
+  assert.deepEqual(
+    Array.from({ length: 6 }, () => routeAdmitted(rr, { model: 'm' }).replica),
+    ['r0', 'r1', 'r2', 'r0', 'r1', 'r2'],
+  );
   const random = singlePool({ strategies: ['random'], replicas: 3 });
   const seen = new Set(Array.from({ length: 60 }, () => routeAdmitted(random, { model: 'm' }).replica));
   assert.equal(seen.size, 3);
@@ -197,7 +223,9 @@ test('every strategy passing ends in least load; the trace says who passed and w
 test('a retry excludes the replica that failed', () => {
   const policy = singlePool({ strategies: ['session-affinity'], replicas: 3 });
   const first = routeAdmitted(policy, { model: 'm', conversation: 'c' });
-  const retry = routeAdmitted(policy, { model: 'm', conversation: 'c' }, new ManualFleet(), createEnv({ now: () => 0 }), { excludeReplicas: new Set([first.replica]) });
+  const retry = routeAdmitted(policy, { model: 'm', conversation: 'c' }, new ManualFleet(), createEnv({ now: () => 0 }), {
+    excludeReplicas: new Set([first.replica]),
+  });
   assert.equal(retry.status, 200);
   assert.notEqual(retry.replica, first.replica);
 });

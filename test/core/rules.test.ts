@@ -7,12 +7,57 @@ import { matchingRulesByEngine } from '../../core/rules/reference.ts';
 import { seededRandom } from '../../sdk/index.ts';
 
 const specs: RuleSpec[] = [
-  { name: 'long', priority: 50, conditions: { all: [{ fact: 'promptTokens', operator: 'greaterThan', value: 16000 }] }, event: { type: 'pool', params: { pool: 'long-context' } } },
-  { name: 'premium', priority: 40, conditions: { all: [{ fact: 'tenantTier', operator: 'equal', value: 'premium' }] }, event: { type: 'pool', params: { pool: 'premium' } } },
-  { name: 'batch', priority: 30, conditions: { any: [{ fact: 'priority', operator: 'equal', value: 'batch' }, { fact: 'tenant', operator: 'in', value: ['etl', 'nightly'] }] }, event: { type: 'pool', params: { pool: 'batch' } } },
-  { name: 'canary', priority: 20, conditions: { all: [{ fact: 'canary', operator: 'equal', value: true }, { not: { fact: 'hasCode', operator: 'equal', value: true } }] }, event: { type: 'pool', params: { pool: 'canary' } } },
-  { name: 'big-answer', priority: 20, conditions: { all: [{ fact: 'maxTokens', operator: 'greaterThanInclusive', value: { fact: 'promptTokens' } }, { fact: 'messageCount', operator: 'lessThan', value: 3 }] }, event: { type: 'pool', params: { pool: 'general' } } },
-  { name: 'tagged', priority: 10, conditions: { all: [{ fact: 'tags', operator: 'contains', value: 'x' }, { fact: 'adapter', operator: 'notEqual', value: null }] }, event: { type: 'pool', params: { pool: 'lora' } } },
+  {
+    name: 'long',
+    priority: 50,
+    conditions: { all: [{ fact: 'promptTokens', operator: 'greaterThan', value: 16000 }] },
+    event: { type: 'pool', params: { pool: 'long-context' } },
+  },
+  {
+    name: 'premium',
+    priority: 40,
+    conditions: { all: [{ fact: 'tenantTier', operator: 'equal', value: 'premium' }] },
+    event: { type: 'pool', params: { pool: 'premium' } },
+  },
+  {
+    name: 'batch',
+    priority: 30,
+    conditions: {
+      any: [
+        { fact: 'priority', operator: 'equal', value: 'batch' },
+        { fact: 'tenant', operator: 'in', value: ['etl', 'nightly'] },
+      ],
+    },
+    event: { type: 'pool', params: { pool: 'batch' } },
+  },
+  {
+    name: 'canary',
+    priority: 20,
+    conditions: { all: [{ fact: 'canary', operator: 'equal', value: true }, { not: { fact: 'hasCode', operator: 'equal', value: true } }] },
+    event: { type: 'pool', params: { pool: 'canary' } },
+  },
+  {
+    name: 'big-answer',
+    priority: 20,
+    conditions: {
+      all: [
+        { fact: 'maxTokens', operator: 'greaterThanInclusive', value: { fact: 'promptTokens' } },
+        { fact: 'messageCount', operator: 'lessThan', value: 3 },
+      ],
+    },
+    event: { type: 'pool', params: { pool: 'general' } },
+  },
+  {
+    name: 'tagged',
+    priority: 10,
+    conditions: {
+      all: [
+        { fact: 'tags', operator: 'contains', value: 'x' },
+        { fact: 'adapter', operator: 'notEqual', value: null },
+      ],
+    },
+    event: { type: 'pool', params: { pool: 'lora' } },
+  },
 ];
 
 function randomFacts(random: () => number) {
@@ -48,7 +93,18 @@ test('1,000 concurrent evaluations with different facts: compiled rules agree wi
 
 test('first match wins by priority, then file order', () => {
   const set = compileRuleSet(specs, 'pool');
-  const facts = { promptTokens: 20000, tenantTier: 'premium', priority: 'batch', canary: true, hasCode: false, maxTokens: 1, messageCount: 1, tags: [], adapter: null, tenant: 'acme' };
+  const facts = {
+    promptTokens: 20000,
+    tenantTier: 'premium',
+    priority: 'batch',
+    canary: true,
+    hasCode: false,
+    maxTokens: 1,
+    messageCount: 1,
+    tags: [],
+    adapter: null,
+    tenant: 'acme',
+  };
   assert.equal(firstMatch(set, facts).rule?.name, 'long');
   const skipped = firstMatch(set, facts, (pool) => (pool === 'long-context' ? 'no such pool here' : null));
   assert.equal(skipped.rule?.name, 'premium');
@@ -57,12 +113,10 @@ test('first match wins by priority, then file order', () => {
 
 test('rules json-rules-engine would refuse are refused, with the path', () => {
   assert.throws(
-    () => compileRuleSet([{ name: 'x', conditions: { all: [{ fact: 'a', operator: 'bogus', value: 1 }] }, event: { type: 't', params: { pool: 'p' } } }], 'pool'),
+    () =>
+      compileRuleSet([{ name: 'x', conditions: { all: [{ fact: 'a', operator: 'bogus', value: 1 }] }, event: { type: 't', params: { pool: 'p' } } }], 'pool'),
     (e: unknown) => e instanceof RuleCompileError && /unknown operator "bogus"/.test(e.message) && e.path.join('/') === '0/conditions/all/0/operator',
   );
-  assert.throws(
-    () => compileRuleSet([{ name: 'x', conditions: { all: [] }, event: { type: 't' } }], 'pool'),
-    /its event names no pool/,
-  );
+  assert.throws(() => compileRuleSet([{ name: 'x', conditions: { all: [] }, event: { type: 't' } }], 'pool'), /its event names no pool/);
   assert.throws(() => compileRuleSet([{ name: 'x', conditions: { all: [], any: [] }, event: { type: 't', params: { pool: 'p' } } }], 'pool'), /not several/);
 });

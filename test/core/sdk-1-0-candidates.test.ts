@@ -37,14 +37,16 @@ const observer = (seen: string[][]): StrategyDefinition => ({
 });
 
 function policyWith(chain: string[], strategies: StrategyDefinition[]) {
-  const result = buildSnapshot(policyInputsFromTexts(
-    {
-      'models.yaml': 'kind: models\nmodels:\n  - id: m\n    versions: [{ version: v1 }]\n',
-      'tenants.yaml': 'kind: tenants\nanonymous: t\ntenants:\n  - { id: t, tier: free }\n',
-      'pools.yaml': `kind: pools\npools:\n  - name: general\n    model: m\n    version: v1\n    strategies: ${JSON.stringify(chain)}\n    replicas:\n${['r0', 'r1', 'r2'].map((id, i) => `      - { id: ${id}, url: "http://127.0.0.1:${9000 + i}" }`).join('\n')}\n`,
-    },
-    { registry: registryOf([...BUILTIN_STRATEGIES, ...strategies]) },
-  ));
+  const result = buildSnapshot(
+    policyInputsFromTexts(
+      {
+        'models.yaml': 'kind: models\nmodels:\n  - id: m\n    versions: [{ version: v1 }]\n',
+        'tenants.yaml': 'kind: tenants\nanonymous: t\ntenants:\n  - { id: t, tier: free }\n',
+        'pools.yaml': `kind: pools\npools:\n  - name: general\n    model: m\n    version: v1\n    strategies: ${JSON.stringify(chain)}\n    replicas:\n${['r0', 'r1', 'r2'].map((id, i) => `      - { id: ${id}, url: "http://127.0.0.1:${9000 + i}" }`).join('\n')}\n`,
+      },
+      { registry: registryOf([...BUILTIN_STRATEGIES, ...strategies]) },
+    ),
+  );
   assert.deepEqual(result.problems ?? [], []);
   return result.snapshot!;
 }
@@ -61,13 +63,24 @@ test('a ^1.0 strategy that sorts its candidates in place keeps working, on a cop
   }
   assert.deepEqual(sorted.at(-1), ['r2', 'r1', 'r0']);
   // Every decision's shared list is still in pool order: the sort touched only the sorter's copy.
-  assert.deepEqual(observed, [['r0', 'r1', 'r2'], ['r0', 'r1', 'r2'], ['r0', 'r1', 'r2']]);
+  assert.deepEqual(observed, [
+    ['r0', 'r1', 'r2'],
+    ['r0', 'r1', 'r2'],
+    ['r0', 'r1', 'r2'],
+  ]);
 });
 
 test('a ^1.2 strategy gets the shared frozen list: sorting it throws, it is skipped, the chain goes on', () => {
   const faults: string[] = [];
   const policy = policyWith(['sorter-1-2', 'round-robin'], [sorter('sorter-1-2', '^1.2', [])]);
-  const d = routeAdmitted(policy, { model: 'm' }, new ManualFleet(), createEnv(), {}, { onFault: (_p, strategy, fault) => faults.push(`${strategy}:${fault}`) });
+  const d = routeAdmitted(
+    policy,
+    { model: 'm' },
+    new ManualFleet(),
+    createEnv(),
+    {},
+    { onFault: (_p, strategy, fault) => faults.push(`${strategy}:${fault}`) },
+  );
   assert.equal(d.strategy, 'round-robin');
   assert.deepEqual(faults, ['sorter-1-2:threw']);
 });

@@ -11,7 +11,11 @@ import type { StrategyDefinition } from '../../sdk/index.ts';
 import { ManualFleet, routeAdmitted } from '../helpers/core.ts';
 
 const behaving = (name: string, pick: StrategyDefinition['create']): StrategyDefinition => ({ name, version: '1.0.0', sdk: '^1', create: pick });
-const thrower = behaving('thrower', () => ({ pick: () => { throw new Error('boom'); } }));
+const thrower = behaving('thrower', () => ({
+  pick: () => {
+    throw new Error('boom');
+  },
+}));
 const liar = behaving('liar', () => ({ pick: () => ({ replica: 'not-a-candidate', reason: 'lies' }) }));
 const sluggish = behaving('sluggish', () => ({
   pick(_request, candidates) {
@@ -24,21 +28,30 @@ const sluggish = behaving('sluggish', () => ({
 }));
 
 function policyWith(chain: string[]) {
-  const result = buildSnapshot(policyInputsFromTexts(
-    {
-      'models.yaml': 'kind: models\nmodels:\n  - id: m\n    versions: [{ version: v1 }]\n',
-      'tenants.yaml': 'kind: tenants\nanonymous: t\ntenants:\n  - { id: t, tier: free }\n',
-      'pools.yaml': `kind: pools\npools:\n  - name: general\n    model: m\n    version: v1\n    strategies: ${JSON.stringify(chain)}\n    replicas:\n      - { id: r0, url: "http://127.0.0.1:9000" }\n      - { id: r1, url: "http://127.0.0.1:9001" }\n`,
-    },
-    { registry: registryOf([...BUILTIN_STRATEGIES, thrower, liar, sluggish]) },
-  ));
+  const result = buildSnapshot(
+    policyInputsFromTexts(
+      {
+        'models.yaml': 'kind: models\nmodels:\n  - id: m\n    versions: [{ version: v1 }]\n',
+        'tenants.yaml': 'kind: tenants\nanonymous: t\ntenants:\n  - { id: t, tier: free }\n',
+        'pools.yaml': `kind: pools\npools:\n  - name: general\n    model: m\n    version: v1\n    strategies: ${JSON.stringify(chain)}\n    replicas:\n      - { id: r0, url: "http://127.0.0.1:9000" }\n      - { id: r1, url: "http://127.0.0.1:9001" }\n`,
+      },
+      { registry: registryOf([...BUILTIN_STRATEGIES, thrower, liar, sluggish]) },
+    ),
+  );
   return result.snapshot!;
 }
 
 test('a strategy that throws or answers a replica it was not given is skipped; the request goes on', () => {
   const faults: string[] = [];
   const policy = policyWith(['thrower', 'liar', 'least-load']);
-  const d = routeAdmitted(policy, { model: 'm' }, new ManualFleet(), createEnv(), {}, { onFault: (_p, strategy, fault) => faults.push(`${strategy}:${fault}`) });
+  const d = routeAdmitted(
+    policy,
+    { model: 'm' },
+    new ManualFleet(),
+    createEnv(),
+    {},
+    { onFault: (_p, strategy, fault) => faults.push(`${strategy}:${fault}`) },
+  );
   assert.equal(d.status, 200);
   assert.equal(d.strategy, 'least-load');
   assert.deepEqual(faults, ['thrower:threw', 'liar:bad_answer']);
@@ -51,7 +64,14 @@ test('a strategy that keeps overrunning its 1 ms budget is suspended; one overru
   const faults: string[] = [];
   const policy = policyWith(['sluggish', 'round-robin']);
   const route = () =>
-    routeAdmitted(policy, { model: 'm' }, new ManualFleet(), createEnv(), { pickBudgetMs: 1 }, { onFault: (_p, strategy, fault, detail) => faults.push(`${strategy}:${fault}:${detail}`) });
+    routeAdmitted(
+      policy,
+      { model: 'm' },
+      new ManualFleet(),
+      createEnv(),
+      { pickBudgetMs: 1 },
+      { onFault: (_p, strategy, fault, detail) => faults.push(`${strategy}:${fault}:${detail}`) },
+    );
   for (let i = 0; i < 10; i++) route(); // warm-up picks (JIT) are not held against a strategy
   assert.equal(faults.length, 0);
   assert.equal(route().strategy, 'sluggish', 'first overrun: answer kept, overrun reported');

@@ -9,7 +9,11 @@ import { matchingRulesByEngine } from '../../core/rules/reference.ts';
 import { compileTextTest, PROMPT_CHARS_EXAMINED } from '../../core/rules/text-match.ts';
 import { seededRandom } from '../../sdk/index.ts';
 
-const rule = (name: string, operator: string, value: unknown): RuleSpec => ({ name, conditions: { all: [{ fact: 'prompt', operator, value }] }, event: { type: 'x', params: { pool: name } } });
+const rule = (name: string, operator: string, value: unknown): RuleSpec => ({
+  name,
+  conditions: { all: [{ fact: 'prompt', operator, value }] },
+  event: { type: 'x', params: { pool: name } },
+});
 const specs: RuleSpec[] = [
   rule('sql', 'containsAny', ['sql', 'select', 'inner join', 'c++', 'ß']),
   rule('drop', 'matches', '(?i)\\bdrop\\s+table\\b'),
@@ -51,9 +55,19 @@ test('only the end of the prompt is examined: a keyword early in a long prompt d
 });
 
 test('hostile 1 MB prompts: each text condition answers in bounded time', () => {
-  const hostile = ['\n'.repeat(1 << 20), 'a'.repeat(1 << 20), 'ab'.repeat(1 << 19), `${'('.repeat(1 << 19)}${')'.repeat(1 << 19)}`, 'select'.repeat(174_763), '\u{1F600}'.repeat(1 << 18)];
+  const hostile = [
+    '\n'.repeat(1 << 20),
+    'a'.repeat(1 << 20),
+    'ab'.repeat(1 << 19),
+    `${'('.repeat(1 << 19)}${')'.repeat(1 << 19)}`,
+    'select'.repeat(174_763),
+    '\u{1F600}'.repeat(1 << 18),
+  ];
   const tests = [
-    compileTextTest('containsAny', Array.from({ length: 256 }, (_, i) => `${'a'.repeat(100)}${i}`)),
+    compileTextTest(
+      'containsAny',
+      Array.from({ length: 256 }, (_, i) => `${'a'.repeat(100)}${i}`),
+    ),
     compileTextTest('containsAny', ['aaaaaaaaaaaaaaaaaaab', 'abababababababac', 'sql']),
     compileTextTest('matches', '(a+)+b'),
     compileTextTest('matches', '(?i)(?:a|aa|aaa)*c'),

@@ -27,17 +27,34 @@ test('the bundled policies are valid', () => {
 const problemsTable: { name: string; files: Record<string, string>; expect: RegExp[] }[] = [
   {
     name: 'an unknown pool in a pool rule, with its position',
-    files: { 'models.yaml': models, 'tenants.yaml': tenants, 'pools.yaml': pools(), 'rules.yaml': 'kind: rules\npool_rules:\n  rules:\n    - name: big\n      conditions: { all: [{ fact: promptTokens, operator: greaterThan, value: 9 }] }\n      event: { type: x, params: { pool: genral } }\n' },
+    files: {
+      'models.yaml': models,
+      'tenants.yaml': tenants,
+      'pools.yaml': pools(),
+      'rules.yaml':
+        'kind: rules\npool_rules:\n  rules:\n    - name: big\n      conditions: { all: [{ fact: promptTokens, operator: greaterThan, value: 9 }] }\n      event: { type: x, params: { pool: genral } }\n',
+    },
     expect: [/^rules\.yaml:6:41: rule "big": unknown pool "genral" \(did you mean "general"\?\)$/],
   },
   {
     name: 'a rule whose event names nothing',
-    files: { 'models.yaml': models, 'tenants.yaml': tenants, 'pools.yaml': pools(), 'rules.yaml': 'kind: rules\npool_rules:\n  rules:\n    - name: nothing\n      conditions: { all: [] }\n      event: { type: x }\n' },
+    files: {
+      'models.yaml': models,
+      'tenants.yaml': tenants,
+      'pools.yaml': pools(),
+      'rules.yaml': 'kind: rules\npool_rules:\n  rules:\n    - name: nothing\n      conditions: { all: [] }\n      event: { type: x }\n',
+    },
     expect: [/^rules\.yaml:6:\d+: rule "nothing": its event names no pool \(event\.params\.pool\)$/],
   },
   {
     name: 'an unknown fact and an unknown operator',
-    files: { 'models.yaml': models, 'tenants.yaml': tenants, 'pools.yaml': pools(), 'rules.yaml': 'kind: rules\npool_rules:\n  rules:\n    - name: a\n      conditions: { all: [{ fact: promptTokenz, operator: greaterThan, value: 9 }] }\n      event: { type: x, params: { pool: general } }\n' },
+    files: {
+      'models.yaml': models,
+      'tenants.yaml': tenants,
+      'pools.yaml': pools(),
+      'rules.yaml':
+        'kind: rules\npool_rules:\n  rules:\n    - name: a\n      conditions: { all: [{ fact: promptTokenz, operator: greaterThan, value: 9 }] }\n      event: { type: x, params: { pool: general } }\n',
+    },
     expect: [/^rules\.yaml:5:\d+: pool_rules\.rules\[0\]\.conditions\.all\[0\]\.fact: "promptTokenz" is not one of .*"promptTokens"/],
   },
   {
@@ -55,13 +72,24 @@ const problemsTable: { name: string; files: Record<string, string>; expect: RegE
     files: {
       'models.yaml': models,
       'tenants.yaml': tenants,
-      'pools.yaml': pools('power-of-two', '  - name: b\n    model: mm\n    version: v1\n    replicas: []\n  - name: c\n    model: m\n    version: v9\n    replicas: []\n  - name: d\n    model: m\n    version: v1\n    replicas:\n      - { id: r0, url: "http://127.0.0.1:9001" }\n'),
+      'pools.yaml': pools(
+        'power-of-two',
+        '  - name: b\n    model: mm\n    version: v1\n    replicas: []\n  - name: c\n    model: m\n    version: v9\n    replicas: []\n  - name: d\n    model: m\n    version: v1\n    replicas:\n      - { id: r0, url: "http://127.0.0.1:9001" }\n',
+      ),
     },
-    expect: [/^pools\.yaml:10:12: unknown model "mm" \(did you mean "m"\?\)$/, /^pools\.yaml:15:14: "m" has no version "v9" \(it has v1\)$/, /^pools\.yaml:21:15: replica id "r0" is used twice$/],
+    expect: [
+      /^pools\.yaml:10:12: unknown model "mm" \(did you mean "m"\?\)$/,
+      /^pools\.yaml:15:14: "m" has no version "v9" \(it has v1\)$/,
+      /^pools\.yaml:21:15: replica id "r0" is used twice$/,
+    ],
   },
   {
     name: 'weights that add up to zero, and a version no pool serves',
-    files: { 'models.yaml': 'kind: models\nmodels:\n  - id: m\n    versions:\n      - { version: v1, weight: 0 }\n  - id: n\n    versions: [{ version: v1 }]\n', 'tenants.yaml': tenants, 'pools.yaml': pools() },
+    files: {
+      'models.yaml': 'kind: models\nmodels:\n  - id: m\n    versions:\n      - { version: v1, weight: 0 }\n  - id: n\n    versions: [{ version: v1 }]\n',
+      'tenants.yaml': tenants,
+      'pools.yaml': pools(),
+    },
     expect: [/^models\.yaml:5:7: the weights of "m" add up to 0/, /^models\.yaml:7:16: version "v1" of "n" gets traffic but no pool serves it$/],
   },
   {
@@ -71,8 +99,16 @@ const problemsTable: { name: string; files: Record<string, string>; expect: RegE
   },
   {
     name: 'an unknown tenant, an alias to an unknown model, a duplicate model',
-    files: { 'models.yaml': `${models}  - id: m\n    versions: [{ version: v2 }]\naliases:\n  - { name: big, model: nope }\n`, 'tenants.yaml': 'kind: tenants\nanonymous: ghost\ntenants: []\n', 'pools.yaml': pools() },
-    expect: [/^models\.yaml:6:9: model "m" is defined twice \(first at models\.yaml:3\)$/, /^models\.yaml:9:25: unknown model "nope"$/, /^tenants\.yaml:2:12: unknown tenant "ghost"$/],
+    files: {
+      'models.yaml': `${models}  - id: m\n    versions: [{ version: v2 }]\naliases:\n  - { name: big, model: nope }\n`,
+      'tenants.yaml': 'kind: tenants\nanonymous: ghost\ntenants: []\n',
+      'pools.yaml': pools(),
+    },
+    expect: [
+      /^models\.yaml:6:9: model "m" is defined twice \(first at models\.yaml:3\)$/,
+      /^models\.yaml:9:25: unknown model "nope"$/,
+      /^tenants\.yaml:2:12: unknown tenant "ghost"$/,
+    ],
   },
   {
     name: 'a half-written YAML file',
@@ -91,7 +127,11 @@ for (const row of problemsTable) {
     const result = load(row.files);
     assert.equal(result.snapshot, undefined, 'an invalid policy set builds nothing');
     const lines = result.problems.map(formatProblem);
-    for (const pattern of row.expect) assert.ok(lines.some((line) => pattern.test(line)), `expected ${pattern} in:\n${lines.join('\n')}`);
+    for (const pattern of row.expect)
+      assert.ok(
+        lines.some((line) => pattern.test(line)),
+        `expected ${pattern} in:\n${lines.join('\n')}`,
+      );
     assert.equal(lines.length, row.expect.length, `exactly the expected problems:\n${lines.join('\n')}`);
   });
 }
@@ -100,12 +140,21 @@ test('switchyard validate: one line per problem, exit 1, no stack trace; explain
   const dir = mkdtempSync(join(tmpdir(), 'sy-validate-'));
   cpSync(POLICIES, dir, { recursive: true });
   const poolsFile = join(dir, 'pools.yaml');
-  writeFileSync(poolsFile, readFileSync(poolsFile, 'utf8').replace('- power-of-two\n    replicas:', '- power-of-three\n    replicas:').replace('version: v1.5.0', 'version: v1.5.1'));
+  writeFileSync(
+    poolsFile,
+    readFileSync(poolsFile, 'utf8').replace('- power-of-two\n    replicas:', '- power-of-three\n    replicas:').replace('version: v1.5.0', 'version: v1.5.1'),
+  );
   const run = spawnSync(process.execPath, [CLI, 'validate', dir], { encoding: 'utf8' });
   assert.equal(run.status, 1);
   const lines = run.stderr.trim().split('\n');
-  assert.ok(lines.some((l) => /pools\.yaml:\d+:\d+: strategy "power-of-three" is not registered/.test(l)), run.stderr);
-  assert.ok(lines.some((l) => /pools\.yaml:\d+:\d+: "llama-3-70b-instruct" has no version "v1.5.1"/.test(l)), run.stderr);
+  assert.ok(
+    lines.some((l) => /pools\.yaml:\d+:\d+: strategy "power-of-three" is not registered/.test(l)),
+    run.stderr,
+  );
+  assert.ok(
+    lines.some((l) => /pools\.yaml:\d+:\d+: "llama-3-70b-instruct" has no version "v1.5.1"/.test(l)),
+    run.stderr,
+  );
   assert.match(lines.at(-1)!, /^\d+ problems? in /);
   assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack trace');
 });

@@ -19,7 +19,9 @@ const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 
 type Doc = Json;
 const manifests = new Map<string, Doc[]>();
-for (const file of readdirSync(dir).filter((f) => f.endsWith('.yaml')).sort()) {
+for (const file of readdirSync(dir)
+  .filter((f) => f.endsWith('.yaml'))
+  .sort()) {
   const docs = parseAllDocuments(readFileSync(join(dir, file), 'utf8'));
   manifests.set(
     file,
@@ -143,7 +145,10 @@ test('every pod meets Pod Security "restricted"', () => {
     for (const field of ['hostNetwork', 'hostPID', 'hostIPC']) assert.ok(!pod[field], `${name}: ${field}`);
     for (const volume of pod.volumes ?? []) {
       const types = Object.keys(volume).filter((k) => k !== 'name');
-      assert.ok(types.every((t) => allowedVolumes.has(t)), `${name}: volume ${volume.name} is ${types.join(', ')}`);
+      assert.ok(
+        types.every((t) => allowedVolumes.has(t)),
+        `${name}: volume ${volume.name} is ${types.join(', ')}`,
+      );
     }
     for (const container of [...(pod.initContainers ?? []), ...pod.containers]) {
       const where = `${name} container ${container.name}`;
@@ -152,7 +157,10 @@ test('every pod meets Pod Security "restricted"', () => {
       assert.notEqual(sc.privileged, true, `${where}: privileged`);
       assert.equal(sc.allowPrivilegeEscalation, false, `${where}: allowPrivilegeEscalation: false`);
       assert.ok(sc.capabilities?.drop?.includes('ALL'), `${where}: capabilities drop [ALL]`);
-      assert.ok((sc.capabilities?.add ?? []).every((c: string) => c === 'NET_BIND_SERVICE'), `${where}: only NET_BIND_SERVICE may be added`);
+      assert.ok(
+        (sc.capabilities?.add ?? []).every((c: string) => c === 'NET_BIND_SERVICE'),
+        `${where}: only NET_BIND_SERVICE may be added`,
+      );
       assert.equal(sc.runAsNonRoot ?? podSc.runAsNonRoot, true, `${where}: runAsNonRoot`);
       assert.notEqual(sc.runAsUser ?? podSc.runAsUser, 0, `${where}: runAsUser 0`);
       const seccomp = (sc.seccompProfile ?? podSc.seccompProfile)?.type;
@@ -169,7 +177,10 @@ test('Prometheus scrapes the admin listener as job="switchyard": the PodMonitor 
   assert.deepEqual(podMonitor.spec.selector.matchLabels, deployment.spec.template.metadata.labels);
   const endpoint = podMonitor.spec.podMetricsEndpoints[0];
   assert.equal(endpoint.path, '/metrics');
-  assert.ok(endpoint.relabelings.some((r: Doc) => r.targetLabel === 'job' && r.replacement === 'switchyard'), 'the job the alerts expect');
+  assert.ok(
+    endpoint.relabelings.some((r: Doc) => r.targetLabel === 'job' && r.replacement === 'switchyard'),
+    'the job the alerts expect',
+  );
   const admin = router.ports.find((p: Doc) => p.name === endpoint.port);
   assert.ok(admin, `the router has a port named ${endpoint.port}`);
   const env = (name: string) => router.env.find((e: Doc) => e.name === name);
@@ -179,17 +190,23 @@ test('Prometheus scrapes the admin listener as job="switchyard": the PodMonitor 
   // The router refuses to bind the admin listener beyond loopback without a token: the secret must be there.
   assert.notEqual(env('SWITCHYARD_ADMIN_TOKEN').valueFrom.secretKeyRef.optional, true);
   const service = find('Service', 'switchyard');
-  assert.ok(service.spec.ports.every((p: Doc) => p.targetPort !== 'admin' && p.targetPort !== admin.containerPort), 'the Service does not expose the admin listener');
+  assert.ok(
+    service.spec.ports.every((p: Doc) => p.targetPort !== 'admin' && p.targetPort !== admin.containerPort),
+    'the Service does not expose the admin listener',
+  );
   assert.equal(deployment.spec.template.metadata.annotations['prometheus.io/path'], endpoint.path);
 });
 
 test('.dockerignore lets only what the image builds from into it', () => {
-  const ignore = readFileSync(join(root, '.dockerignore'), 'utf8').split('\n').filter((l) => l && !l.startsWith('#'));
+  const ignore = readFileSync(join(root, '.dockerignore'), 'utf8')
+    .split('\n')
+    .filter((l) => l && !l.startsWith('#'));
   assert.equal(ignore[0], '*', 'everything out first, then the sources back in');
   const allowed = ignore.filter((l) => l.startsWith('!')).map((l) => l.slice(1).replace(/\/$/, ''));
   // The build compiles these directories (scripts/build.mjs), and bin/ runs the result.
   const build = readFileSync(join(root, 'scripts/build.mjs'), 'utf8');
   const dirs = JSON.parse(/const DIRS = (\[[^\]]+\])/.exec(build)![1].replaceAll("'", '"')) as string[];
   for (const needed of [...dirs, 'bin', 'package.json', 'package-lock.json', 'scripts/build.mjs']) assert.ok(allowed.includes(needed), `${needed} is let in`);
-  for (const scratch of ['test', 'docs', 'examples', 'bench', 'policies', 'dist', 'node_modules', '.git', '.test-results']) assert.ok(!allowed.includes(scratch), `${scratch} stays out`);
+  for (const scratch of ['test', 'docs', 'examples', 'bench', 'policies', 'dist', 'node_modules', '.git', '.test-results'])
+    assert.ok(!allowed.includes(scratch), `${scratch} stays out`);
 });

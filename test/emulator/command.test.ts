@@ -45,7 +45,18 @@ describe('switchyard emulate', () => {
 
   it('reads every flag', () => {
     const flags = ['--profile', 'tiny', '--port', '0', '--engine', 'sglang', '--speed', '2.5', '--model', 'm', '--lora', 'a', '--lora', 'b'];
-    const kv = ['--kv-events', 'tcp://127.0.0.1:5557', '--kv-events-topic', 'kv', '--kv-events-replay', 'tcp://127.0.0.1:5558', '--kv-hash-seed', '7', '--tokenizer', 'models/llama'];
+    const kv = [
+      '--kv-events',
+      'tcp://127.0.0.1:5557',
+      '--kv-events-topic',
+      'kv',
+      '--kv-events-replay',
+      'tcp://127.0.0.1:5558',
+      '--kv-hash-seed',
+      '7',
+      '--tokenizer',
+      'models/llama',
+    ];
     assert.deepEqual(parseEmulateArgs([...flags, ...kv]), {
       port: 0,
       host: '127.0.0.1',

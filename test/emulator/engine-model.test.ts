@@ -160,7 +160,11 @@ describe('EngineModel batching', () => {
     assert.equal(peakWaiting, 6);
     assert.equal(results.size, 10);
     const firstTokens = [...Array(10).keys()].map((i) => tokenTimes.get(`r${i}`)![0]);
-    assert.deepEqual([...firstTokens].sort((a, b) => a - b), firstTokens, 'admitted first come, first served');
+    assert.deepEqual(
+      [...firstTokens].sort((a, b) => a - b),
+      firstTokens,
+      'admitted first come, first served',
+    );
     const m = engine.snapshot();
     assert.equal(m.running + m.waiting, 0);
     assert.equal(m.finished.length, 10);
@@ -174,7 +178,10 @@ describe('EngineModel batching', () => {
     clock.run();
     const m = engine.snapshot();
     assert.ok(m.preemptions > 0, 'no preemption happened');
-    assert.equal([...results.values()].reduce((sum, r) => sum + r.preempted, 0), m.preemptions);
+    assert.equal(
+      [...results.values()].reduce((sum, r) => sum + r.preempted, 0),
+      m.preemptions,
+    );
     for (let i = 0; i < 4; i++) {
       assert.equal(results.get(`r${i}`)!.outputTokens, 500);
       assert.equal(results.get(`r${i}`)!.finishReason, 'length');
@@ -277,7 +284,7 @@ describe('EngineModel fast-forward', () => {
     const counting = { now: () => clock.now(), schedule: (delayMs: number, fn: () => void) => (timers++, clock.schedule(delayMs, fn)) };
     const engine = new EngineModel({ ...tiny, maxLoras, numGpuBlocks, maxNumSeqs }, counting, { fastForward });
     let seed = 7;
-    const random = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+    const random = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
     const log: string[] = [];
     let at = 0;
     for (let i = 0; i < 120; i++) {
@@ -302,14 +309,19 @@ describe('EngineModel fast-forward', () => {
       );
       if (i === 50) clock.schedule(at + 25, () => engine.cancel('r48'));
     }
-    for (let t = 3; t < at + 20_000; t += 37.3) clock.schedule(t, () => log.push(`@${clock.now().toFixed(3)} kv ${engine.kvUsage} run ${engine.runningCount} wait ${engine.waitingCount}`));
+    for (let t = 3; t < at + 20_000; t += 37.3)
+      clock.schedule(t, () => log.push(`@${clock.now().toFixed(3)} kv ${engine.kvUsage} run ${engine.runningCount} wait ${engine.waitingCount}`));
     clock.run();
     return { log, metrics: engine.snapshot(), histogram: engine.batchSizeHistogram(), mean: engine.meanBatchSize, timers };
   }
 
   it('gives the per-step model’s token and finish times, KV usage, preemptions and step statistics', () => {
     // Short of KV (preemptions, a queue) with and without adapters; then with room (long windows).
-    for (const [maxLoras, blocks, seqs] of [[0, 64, 4], [2, 64, 4], [2, 4096, 16]]) {
+    for (const [maxLoras, blocks, seqs] of [
+      [0, 64, 4],
+      [2, 64, 4],
+      [2, 4096, 16],
+    ]) {
       const stepwise = run(false, maxLoras, blocks, seqs);
       const fast = run(true, maxLoras, blocks, seqs);
       if (blocks === 64) assert.ok(stepwise.metrics.preemptions > 0, 'the workload preempts');

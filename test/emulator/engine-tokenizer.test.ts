@@ -74,7 +74,10 @@ describe('the emulator as vLLM, with a real tokenizer', () => {
     const events = await listen(emulator);
     closers.push(() => events.close());
     const model = emulator.engine.profile.modelName;
-    const messages = [{ role: 'system', content: 'You route freight trains between yards. '.repeat(8) }, { role: 'user', content: 'Which yard takes the night train?' }];
+    const messages = [
+      { role: 'system', content: 'You route freight trains between yards. '.repeat(8) },
+      { role: 'user', content: 'Which yard takes the night train?' },
+    ];
     const { tokens } = (await post(`${emulator.url}/tokenize`, { model, messages })).json as { tokens: number[] };
     const client = new OpenAI({ baseURL: `${emulator.url}/v1`, apiKey: 'none' });
     const answer = await client.chat.completions.create({ model, messages: messages as never, max_tokens: 40 });
@@ -88,7 +91,19 @@ describe('the emulator as vLLM, with a real tokenizer', () => {
     assert.equal(batch.length, 3, '[ts, events, data_parallel_rank]');
     assert.equal(batch[2], 0);
     const first = stored[0];
-    assert.deepEqual(Object.keys(first).sort(), ['block_hashes', 'block_size', 'extra_keys', 'group_idx', 'kv_cache_spec_kind', 'lora_id', 'lora_name', 'medium', 'parent_block_hash', 'token_ids', 'type']);
+    assert.deepEqual(Object.keys(first).sort(), [
+      'block_hashes',
+      'block_size',
+      'extra_keys',
+      'group_idx',
+      'kv_cache_spec_kind',
+      'lora_id',
+      'lora_name',
+      'medium',
+      'parent_block_hash',
+      'token_ids',
+      'type',
+    ]);
     assert.equal(first.block_size, 16);
     assert.equal(first.medium, 'GPU');
     assert.equal(first.kv_cache_spec_kind, 'full_attention');
@@ -97,7 +112,9 @@ describe('the emulator as vLLM, with a real tokenizer', () => {
     const ids = stored.flatMap((e) => e.token_ids as number[]);
     assert.deepEqual(ids.slice(0, tokens.length), tokens.slice(0, ids.length >= tokens.length ? tokens.length : ids.length));
     // The next turn's prompt repeats prompt + answer: its tokens start with every stored id but the answer's unfinished block.
-    const next = (await post(`${emulator.url}/tokenize`, { model, messages: [...messages, { role: 'assistant', content }, { role: 'user', content: 'And on Sundays?' }] })).json.tokens as number[];
+    const next = (
+      await post(`${emulator.url}/tokenize`, { model, messages: [...messages, { role: 'assistant', content }, { role: 'user', content: 'And on Sundays?' }] })
+    ).json.tokens as number[];
     const cachedFull = Math.floor((tokens.length + 40) / 16) * 16;
     assert.deepEqual(next.slice(0, Math.min(cachedFull, ids.length)), ids.slice(0, Math.min(cachedFull, ids.length)));
     assert.ok(ids.length > tokens.length, 'the answer’s blocks are cached and published too');
@@ -108,7 +125,11 @@ describe('the emulator as vLLM, with a real tokenizer', () => {
       const events = await listen(emulator);
       closers.push(() => events.close());
       const client = new OpenAI({ baseURL: `${emulator.url}/v1`, apiKey: 'none' });
-      await client.chat.completions.create({ model: emulator.engine.profile.modelName, messages: [{ role: 'user', content: 'hello there, '.repeat(30) }], max_tokens: 4 });
+      await client.chat.completions.create({
+        model: emulator.engine.profile.modelName,
+        messages: [{ role: 'user', content: 'hello there, '.repeat(30) }],
+        max_tokens: 4,
+      });
       for (let i = 0; i < 200 && events.stored().length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
       return (events.stored()[0].block_hashes as bigint[])[0];
     };

@@ -114,7 +114,10 @@ describe('KV events', () => {
   it('a follow-up turn hits the blocks of the answer it repeats', () => {
     const clock = new VirtualClock();
     const engine = new EngineModel({ ...PROFILES.tiny, numGpuBlocks: 256 }, clock);
-    const messages = [{ role: 'system', content: 'You are terse. '.repeat(20) }, { role: 'user', content: 'Tell me about prefix caches, please.' }];
+    const messages = [
+      { role: 'system', content: 'You are terse. '.repeat(20) },
+      { role: 'user', content: 'Tell me about prefix caches, please.' },
+    ];
     const first = renderChat(messages);
     const maxTokens = 120;
     engine.submit({ id: 't1', promptTokens: estimateTokens(first), maxTokens, blocks: sequenceBlocks(first, maxTokens, hasher, undefined, true) });

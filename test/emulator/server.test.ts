@@ -53,7 +53,10 @@ describe('emulator: OpenAI API', () => {
   it('streams one chunk per token, then a usage chunk with no choices, then [DONE]', async () => {
     const stream = await client.chat.completions.create({
       model: MODEL,
-      messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Count to five.' }],
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Count to five.' },
+      ],
       max_tokens: 5,
       stream: true,
       stream_options: { include_usage: true },
@@ -83,7 +86,10 @@ describe('emulator: OpenAI API', () => {
   it('serves completions for a list of prompts, one choice each', async () => {
     const response = await client.completions.create({ model: MODEL, prompt: ['first prompt', 'second prompt'], max_tokens: 3 });
     assert.equal(response.object, 'text_completion');
-    assert.deepEqual(response.choices.map((c) => c.index), [0, 1]);
+    assert.deepEqual(
+      response.choices.map((c) => c.index),
+      [0, 1],
+    );
     assert.equal(response.usage!.completion_tokens, 6);
   });
 
@@ -112,7 +118,10 @@ describe('emulator: OpenAI API', () => {
 
     assert.equal((await post(emulator, '/v1/unload_lora_adapter', JSON.stringify({ lora_name: 'sql-v1' }))).status, 200);
     assert.equal((await post(emulator, '/v1/unload_lora_adapter', JSON.stringify({ lora_name: 'sql-v1' }))).status, 404);
-    assert.deepEqual((await client.models.list()).data.map((m) => m.id), [MODEL, 'support-v2']);
+    assert.deepEqual(
+      (await client.models.list()).data.map((m) => m.id),
+      [MODEL, 'support-v2'],
+    );
   });
 
   it('answers an unknown model with 404 in vLLM’s error shape', async () => {
@@ -172,7 +181,10 @@ describe('emulator: options', () => {
       maxNumSeqs: 2,
     });
     try {
-      assert.deepEqual((await clientFor(emulator).models.list()).data.map((m) => m.id), [MODEL, 'own', 'other']);
+      assert.deepEqual(
+        (await clientFor(emulator).models.list()).data.map((m) => m.id),
+        [MODEL, 'own', 'other'],
+      );
       assert.equal(emulator.engine.isAdapterLoaded('own'), true);
       assert.equal(emulator.engine.isAdapterLoaded('other'), false);
       assert.equal(emulator.engine.profile.maxNumSeqs, 2);

@@ -9,9 +9,18 @@ import type { AddressInfo } from 'node:net';
 import OpenAI, { APIError, BadRequestError } from 'openai';
 import { OPEN_TENANTS, startTestRouter, TEST_KEY, TINY_MODELS, tinyPool, json } from '../helpers/router.ts';
 
-const files = (pool: string, extra: Record<string, string> = {}) => ({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pool, ...extra });
+const files = (pool: string, extra: Record<string, string> = {}) => ({
+  'models.yaml': TINY_MODELS,
+  'tenants.yaml': OPEN_TENANTS,
+  'pools.yaml': pool,
+  ...extra,
+});
 const chat = (url: string, body: unknown) =>
-  fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_KEY}` }, body: JSON.stringify(body) });
+  fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_KEY}` },
+    body: JSON.stringify(body),
+  });
 
 test('a cold model: 503 with x-should-retry: false, and the openai client does not retry it', async () => {
   const hook = createServer((req, res) => {
@@ -72,7 +81,9 @@ test('a quota’d tenant sees x-ratelimit-limit/remaining/reset for requests and
     const second = (await ask()).response.headers;
     assert.equal(second.get('x-ratelimit-remaining-requests'), '1');
     // A stream carries them too (on its response headers, before the first chunk).
-    const streamed = await t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hello there' }], max_tokens: 4, stream: true }).withResponse();
+    const streamed = await t.client.chat.completions
+      .create({ model: 'tiny', messages: [{ role: 'user', content: 'hello there' }], max_tokens: 4, stream: true })
+      .withResponse();
     assert.equal(streamed.response.headers.get('x-ratelimit-remaining-requests'), '0');
     for await (const chunk of streamed.data) void chunk;
     // Out of requests: the 429 carries the same headers, remaining 0.
@@ -87,7 +98,8 @@ test('a quota’d tenant sees x-ratelimit-limit/remaining/reset for requests and
       return true;
     });
     const free = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: 'sk-free', maxRetries: 0 });
-    const unpaced = (await free.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 }).withResponse()).response.headers;
+    const unpaced = (await free.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 }).withResponse()).response
+      .headers;
     assert.equal(unpaced.get('x-ratelimit-limit-requests'), null);
     assert.equal(unpaced.get('x-ratelimit-limit-tokens'), null);
   } finally {
@@ -129,14 +141,17 @@ test("an engine's own 503 Retry-After survives when every retry fails", async ()
 test('a too-long prompt: 400 worded as OpenAI\'s ("maximum context length")', async () => {
   const t = await startTestRouter(files(tinyPool({ replicas: 1 })));
   try {
-    await assert.rejects(t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'word '.repeat(3000) }], max_tokens: 10 }), (e: unknown) => {
-      assert.ok(e instanceof BadRequestError);
-      assert.equal(e.code, 'context_length_exceeded');
-      // LangChain's ContextOverflowError test, and OpenAI's own sentence.
-      assert.match(e.message, /maximum context length is 1024 tokens/);
-      assert.match(e.message, /Shorten the prompt or lower max_tokens/);
-      return true;
-    });
+    await assert.rejects(
+      t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'word '.repeat(3000) }], max_tokens: 10 }),
+      (e: unknown) => {
+        assert.ok(e instanceof BadRequestError);
+        assert.equal(e.code, 'context_length_exceeded');
+        // LangChain's ContextOverflowError test, and OpenAI's own sentence.
+        assert.match(e.message, /maximum context length is 1024 tokens/);
+        assert.match(e.message, /Shorten the prompt or lower max_tokens/);
+        return true;
+      },
+    );
   } finally {
     await t.close();
   }

@@ -42,14 +42,18 @@ function policyDir(keyLine: string): string {
 }
 
 test('the emulated engine refuses /v1 requests without its key, as vLLM does, and leaves /health and /metrics open', async () => {
-  const refused = await fetch(`${engine.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"model":"tiny","messages":[{"role":"user","content":"hi"}]}' });
+  const refused = await fetch(`${engine.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{"model":"tiny","messages":[{"role":"user","content":"hi"}]}',
+  });
   assert.equal(refused.status, 401);
   assert.deepEqual(await refused.json(), { error: 'Unauthorized' });
   assert.equal((await fetch(`${engine.url}/health`)).status, 200);
   assert.equal((await fetch(`${engine.url}/metrics`)).status, 200);
 });
 
-test('with api_key_env the router sends the engine its key (not the client\'s) and prints it nowhere', async () => {
+test("with api_key_env the router sends the engine its key (not the client's) and prints it nowhere", async () => {
   const { t, store } = await routerOn(policyDir('    api_key_env: SY_TEST_ENGINE_KEY\n'));
   try {
     const chat = await t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 4 });
@@ -67,11 +71,13 @@ test('with api_key_env the router sends the engine its key (not the client\'s) a
   }
 });
 
-test('without the key the engine\'s 401 reaches the client; a reload that names the right variable reads it and requests pass', async () => {
+test("without the key the engine's 401 reaches the client; a reload that names the right variable reads it and requests pass", async () => {
   const dir = policyDir('    api_key_env: SY_TEST_WRONG_KEY\n');
   const { t, store } = await routerOn(dir);
   try {
-    const error = await t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 }).catch((e: unknown) => e);
+    const error = await t.client.chat.completions
+      .create({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 })
+      .catch((e: unknown) => e);
     assert.ok(error instanceof OpenAI.AuthenticationError, String(error));
     writeFileSync(join(dir, 'pools.yaml'), pools('    api_key_env: SY_TEST_ENGINE_KEY\n'));
     const reload = await json(await fetch(`${t.adminUrl}/admin/reload`, { method: 'POST', headers: { 'x-switchyard-admin': '1' } }));
@@ -84,11 +90,13 @@ test('without the key the engine\'s 401 reaches the client; a reload that names 
   }
 });
 
-test('the client\'s own key is never forwarded: an engine whose key is the client\'s still refuses requests without api_key_env', async () => {
+test("the client's own key is never forwarded: an engine whose key is the client's still refuses requests without api_key_env", async () => {
   const twin = await startEmulator({ profile: 'tiny', speed: 20, host: '127.0.0.1', servedModelName: 'tiny', apiKey: TEST_KEY });
   const t = await startTestRouter({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools('').replace(engine.url, twin.url) });
   try {
-    const error = await t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 }).catch((e: unknown) => e);
+    const error = await t.client.chat.completions
+      .create({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 })
+      .catch((e: unknown) => e);
     assert.ok(error instanceof OpenAI.AuthenticationError, String(error));
   } finally {
     await t.close();

@@ -29,7 +29,15 @@ function files(urls: readonly string[], ids: readonly number[] = [0, 1, 2]): Rec
 }
 
 async function router(policyFiles: Record<string, string>, seed: number): Promise<{ router: Router; client: OpenAI }> {
-  const r = await startRouter({ policy: fixedPolicy(policyFrom(policyFiles, seed)), port: 0, logger: false, admin: { port: 0 }, env: createEnv({ seed }), scrapeIntervalMs: 50, healthIntervalMs: 50 });
+  const r = await startRouter({
+    policy: fixedPolicy(policyFrom(policyFiles, seed)),
+    port: 0,
+    logger: false,
+    admin: { port: 0 },
+    env: createEnv({ seed }),
+    scrapeIntervalMs: 50,
+    healthIntervalMs: 50,
+  });
   routers.push(r);
   return { router: r, client: new OpenAI({ baseURL: `${r.url}/v1`, apiKey: TEST_KEY, maxRetries: 0, timeout: 20_000 }) };
 }
@@ -63,7 +71,13 @@ test('a conversation continued through each of three routers reaches the engine 
 
 test('a streamed follow-up through another router, event by event as vLLM sends them', async () => {
   const first = await clients[2].responses.create({ model: 'tiny', input: 'Name three rivers', max_output_tokens: 5 });
-  const stream = await clients[0].responses.create({ model: 'tiny', input: 'And three lakes', previous_response_id: first.id, max_output_tokens: 7, stream: true });
+  const stream = await clients[0].responses.create({
+    model: 'tiny',
+    input: 'And three lakes',
+    previous_response_id: first.id,
+    max_output_tokens: 7,
+    stream: true,
+  });
   const types: string[] = [];
   let text = '';
   let completed;
@@ -97,7 +111,11 @@ test('a follow-up reaches its engine even while that replica is drained', async 
   const first = await clients[0].responses.create({ model: 'tiny', input: 'Keep going', max_output_tokens: 3 }).withResponse();
   const home = first.response.headers.get('x-switchyard-replica')!;
   const drain = (draining: boolean) =>
-    fetch(`${routers[1].adminUrl}/admin/replicas/${home}/drain`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ draining }) });
+    fetch(`${routers[1].adminUrl}/admin/replicas/${home}/drain`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ draining }),
+    });
   assert.equal((await drain(true)).status, 200);
   try {
     const next = await clients[1].responses.create({ model: 'tiny', input: 'More', previous_response_id: first.data.id, max_output_tokens: 3 }).withResponse();
@@ -116,8 +134,16 @@ test('when the engine that stored a response is gone from the policy, the router
   const first = await clients[0].responses.create({ model: 'tiny', input: 'Remember this', max_output_tokens: 3 }).withResponse();
   const home = Number(first.response.headers.get('x-switchyard-replica')!.slice(1));
   const others = [0, 1, 2].filter((i) => i !== home);
-  const { client } = await router(files(engines.map((e) => e.url), others), 7);
-  const error = await client.responses.create({ model: 'tiny', input: 'Still there?', previous_response_id: first.data.id, max_output_tokens: 3 }).catch((e: unknown) => e);
+  const { client } = await router(
+    files(
+      engines.map((e) => e.url),
+      others,
+    ),
+    7,
+  );
+  const error = await client.responses
+    .create({ model: 'tiny', input: 'Still there?', previous_response_id: first.data.id, max_output_tokens: 3 })
+    .catch((e: unknown) => e);
   assert.ok(error instanceof OpenAI.NotFoundError, String(error));
   assert.match(error.message, /Response with id '.+' not found\. .*without previous_response_id/);
   // A new conversation through that router still works.
@@ -126,7 +152,9 @@ test('when the engine that stored a response is gone from the policy, the router
 });
 
 test('an id no router made goes where the strategies send it; the engine answers 404 for it', async () => {
-  const error = await clients[0].responses.create({ model: 'tiny', input: 'x', previous_response_id: 'resp_0123456789abcdef', max_output_tokens: 3 }).catch((e: unknown) => e);
+  const error = await clients[0].responses
+    .create({ model: 'tiny', input: 'x', previous_response_id: 'resp_0123456789abcdef', max_output_tokens: 3 })
+    .catch((e: unknown) => e);
   assert.ok(error instanceof OpenAI.NotFoundError, String(error));
   assert.match(error.message, /Response with id 'resp_0123456789abcdef' not found/);
 });

@@ -23,14 +23,18 @@ before(async () => {
 after(() => t.close());
 
 const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
-  fetch(`${t.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_KEY}`, ...headers }, body: JSON.stringify(body) });
+  fetch(`${t.url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_KEY}`, ...headers },
+    body: JSON.stringify(body),
+  });
 
 async function decisionOf(response: Response) {
   const id = response.headers.get('x-request-id')!;
   return json(await fetch(`${t.adminUrl}/admin/decisions/${id}`));
 }
 
-test('Anthropic Messages through the router with Anthropic\'s client, streaming and not', async () => {
+test("Anthropic Messages through the router with Anthropic's client, streaming and not", async () => {
   const message = await anthropic.messages.create({ model: 'tiny', max_tokens: 6, system: 'Be brief.', messages: [{ role: 'user', content: 'Hello' }] });
   assert.equal(message.type, 'message');
   assert.equal(message.stop_reason, 'max_tokens');
@@ -47,21 +51,28 @@ test('Anthropic Messages through the router with Anthropic\'s client, streaming 
   assert.ok(final.content[0].type === 'text' && final.content[0].text.length > 0);
 });
 
-test('Messages errors are in Anthropic\'s shape: a missing max_tokens, an unknown model', async () => {
+test("Messages errors are in Anthropic's shape: a missing max_tokens, an unknown model", async () => {
   const missing = await post('/v1/messages', { model: 'tiny', messages: [{ role: 'user', content: 'hi' }] });
   assert.equal(missing.status, 400);
   const body = await missing.json();
   assert.equal(body.type, 'error');
   assert.equal(body.error.type, 'invalid_request_error');
   assert.match(body.error.message, /max_tokens/);
-  const unknown = await anthropic.messages.create({ model: 'no-such-model', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+  const unknown = await anthropic.messages
+    .create({ model: 'no-such-model', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }] })
+    .catch((e: unknown) => e);
   assert.ok(unknown instanceof Anthropic.NotFoundError, String(unknown));
   assert.equal((unknown.error as { type: string; error: { type: string } }).error.type, 'not_found_error');
 });
 
-test('rerank on all three paths, score, classify and pooling: decided, traced and answered in vLLM\'s shapes', async () => {
+test("rerank on all three paths, score, classify and pooling: decided, traced and answered in vLLM's shapes", async () => {
   for (const path of ['/v1/rerank', '/rerank', '/v2/rerank']) {
-    const response = await post(path, { model: 'tiny', query: 'router fleet', documents: ['a cat sat', 'the router sends to the fleet', 'fleet of ships at sea'], top_n: 2 });
+    const response = await post(path, {
+      model: 'tiny',
+      query: 'router fleet',
+      documents: ['a cat sat', 'the router sends to the fleet', 'fleet of ships at sea'],
+      top_n: 2,
+    });
     assert.equal(response.status, 200, path);
     const body = await response.json();
     assert.equal(body.results.length, 2);
@@ -85,7 +96,7 @@ test('rerank on all three paths, score, classify and pooling: decided, traced an
   assert.equal(pooled.data[0].object, 'pooling');
 });
 
-test('tokenize and detokenize are decided and sent to the model\'s replica', async () => {
+test("tokenize and detokenize are decided and sent to the model's replica", async () => {
   for (const [path, body] of [
     ['/tokenize', { model: 'tiny', prompt: 'Hello world' }],
     ['/detokenize', { model: 'tiny', tokens: [1, 2, 3] }],
@@ -106,7 +117,9 @@ test('audio transcriptions and translations go up as multipart, bounded in size'
   assert.ok(transcription.text.length > 0);
   const translation = await t.client.audio.translations.create({ model: 'tiny', file: await toFile(Buffer.alloc(8_000, 2), 'speech.wav') });
   assert.ok(translation.text.length > 0);
-  const tooLarge = await t.client.audio.transcriptions.create({ model: 'tiny', file: await toFile(Buffer.alloc(100_000, 1), 'long.wav') }).catch((e: unknown) => e);
+  const tooLarge = await t.client.audio.transcriptions
+    .create({ model: 'tiny', file: await toFile(Buffer.alloc(100_000, 1), 'long.wav') })
+    .catch((e: unknown) => e);
   assert.equal((tooLarge as { status?: number }).status, 413);
   const noModel = new FormData();
   noModel.append('file', new Blob([Buffer.alloc(100)]), 'a.wav');
@@ -131,12 +144,18 @@ test('agent session headers name the conversation: x-claude-code-session-id keep
   for (const header of ['x-session-affinity', 'session-id', 'x-claude-code-session-id']) {
     const replicas = new Set<string | null>();
     for (let turn = 0; turn < 4; turn++) {
-      const response = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: `turn ${turn}` }], max_tokens: 1 }, { [header]: `agent-${header}` });
+      const response = await post(
+        '/v1/chat/completions',
+        { model: 'tiny', messages: [{ role: 'user', content: `turn ${turn}` }], max_tokens: 1 },
+        { [header]: `agent-${header}` },
+      );
       replicas.add(response.headers.get('x-switchyard-replica'));
       await response.arrayBuffer();
     }
     assert.equal(replicas.size, 1, header);
-    const decision = await decisionOf(await post('/v1/messages', { model: 'tiny', max_tokens: 1, messages: [{ role: 'user', content: 'x' }] }, { [header]: `agent-${header}` }));
+    const decision = await decisionOf(
+      await post('/v1/messages', { model: 'tiny', max_tokens: 1, messages: [{ role: 'user', content: 'x' }] }, { [header]: `agent-${header}` }),
+    );
     assert.equal(decision.replica, [...replicas][0], `${header} on /v1/messages`);
   }
 });

@@ -38,10 +38,16 @@ pools:
       - { id: r1, url: "emulate://tiny" }
 `;
 
-test('the explorer shows endpoint, priority, conversation and stream of each decision, a replica\'s adapters and quotas in words, at 1400 and 420 px', { timeout: 120_000 }, async (t) => {
+test("the explorer shows endpoint, priority, conversation and stream of each decision, a replica's adapters and quotas in words, at 1400 and 420 px", {
+  timeout: 120_000,
+}, async (t) => {
   assert.ok(CHROMIUM, 'chromium is not installed: scripts/install-test-tools.sh installs it');
   const router = await startTestRouter({ 'models.yaml': TINY_MODELS, 'tenants.yaml': TENANTS, 'pools.yaml': POOLS });
-  const browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'] });
+  const browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'],
+  });
   t.after(async () => {
     await browser.close();
     await router.close();
@@ -91,36 +97,66 @@ test('the explorer shows endpoint, priority, conversation and stream of each dec
         return { out, onScreen, sideways: document.documentElement.scrollWidth > window.innerWidth + 1 };
       });
     const s = await cells('col-stream');
-    assert.deepEqual({ endpoint: s.out.endpoint, priority: s.out.priority, conversation: s.out.conversation, stream: s.out.stream }, { endpoint: 'chat', priority: '-1', conversation: 'conv-7', stream: 'yes' }, `at ${width} px`);
-    for (const column of ['time', 'request id', 'tenant', 'endpoint', 'model', 'pool', 'replica', 'priority', 'conversation', 'stream', 'status', 'reason']) assert.ok(s.onScreen.includes(column), `${column} on screen at ${width} px`);
+    assert.deepEqual(
+      { endpoint: s.out.endpoint, priority: s.out.priority, conversation: s.out.conversation, stream: s.out.stream },
+      { endpoint: 'chat', priority: '-1', conversation: 'conv-7', stream: 'yes' },
+      `at ${width} px`,
+    );
+    for (const column of ['time', 'request id', 'tenant', 'endpoint', 'model', 'pool', 'replica', 'priority', 'conversation', 'stream', 'status', 'reason'])
+      assert.ok(s.onScreen.includes(column), `${column} on screen at ${width} px`);
     assert.equal(s.sideways, false, `no sideways scroll at ${width} px`);
     const l = await cells(longId);
     assert.deepEqual(l.onScreen.length, 12, `every column of a decision with long ids on screen at ${width} px: ${l.onScreen.join(', ')}`);
     assert.equal(l.sideways, false);
     const p = await cells('col-plain');
-    assert.deepEqual({ endpoint: p.out.endpoint, priority: p.out.priority, conversation: p.out.conversation, stream: p.out.stream }, { endpoint: 'completions', priority: '0', conversation: '–', stream: 'no' });
+    assert.deepEqual(
+      { endpoint: p.out.endpoint, priority: p.out.priority, conversation: p.out.conversation, stream: p.out.stream },
+      { endpoint: 'completions', priority: '0', conversation: '–', stream: 'no' },
+    );
 
     await page.click('#tab-fleet');
     await page.waitForFunction(() => document.querySelectorAll('#fleet tbody tr').length === 2, { timeout: 10_000 });
-    const adapters = await page.$$eval('#fleet tbody tr', (trs) => trs.map((tr) => [(tr as HTMLTableRowElement).dataset.replica, ((tr as HTMLTableRowElement).cells[12] as HTMLElement).innerText]));
-    assert.deepEqual(adapters, [['r0', 'team-x'], ['r1', '–']], `adapters at ${width} px`);
+    const adapters = await page.$$eval('#fleet tbody tr', (trs) =>
+      trs.map((tr) => [(tr as HTMLTableRowElement).dataset.replica, ((tr as HTMLTableRowElement).cells[12] as HTMLElement).innerText]),
+    );
+    assert.deepEqual(
+      adapters,
+      [
+        ['r0', 'team-x'],
+        ['r1', '–'],
+      ],
+      `adapters at ${width} px`,
+    );
     // KV usage, queue and in flight as bars on every row; each replica's load and hit rate as sparklines once the router has samples.
-    await page.waitForFunction(() => document.querySelectorAll('#fleet svg[data-spark="load"]').length === 2 && document.querySelectorAll('#fleet svg[data-spark="hit"]').length === 2, { timeout: 30_000 });
+    await page.waitForFunction(
+      () => document.querySelectorAll('#fleet svg[data-spark="load"]').length === 2 && document.querySelectorAll('#fleet svg[data-spark="hit"]').length === 2,
+      { timeout: 30_000 },
+    );
     const fleet = await page.evaluate(() => {
       const box = document.querySelector('#panel-fleet .scroll')!.getBoundingClientRect();
       const right = Math.min(box.right, window.innerWidth) + 1;
       const rows = [...document.querySelectorAll('#fleet tbody tr')].map((tr) => ({
         meters: [...tr.querySelectorAll('[data-meter]')].map((m) => (m as HTMLElement).dataset.meter),
         kvShare: Number((tr.querySelector('[data-meter="kv"]') as HTMLElement).dataset.share),
-        kvBar: (tr.querySelector('[data-meter="kv"] .fill') as HTMLElement).getBoundingClientRect().width / (tr.querySelector('[data-meter="kv"] .track') as HTMLElement).getBoundingClientRect().width,
+        kvBar:
+          (tr.querySelector('[data-meter="kv"] .fill') as HTMLElement).getBoundingClientRect().width /
+          (tr.querySelector('[data-meter="kv"] .track') as HTMLElement).getBoundingClientRect().width,
         points: Number((tr.querySelector('svg[data-spark="load"]') as SVGElement).dataset.points),
-        cut: [...(tr as HTMLTableRowElement).cells].filter((td) => { const r = td.getBoundingClientRect(); return r.width < 1 || r.left < box.left - 1 || r.right > right; }).map((td) => td.dataset.label),
+        cut: [...(tr as HTMLTableRowElement).cells]
+          .filter((td) => {
+            const r = td.getBoundingClientRect();
+            return r.width < 1 || r.left < box.left - 1 || r.right > right;
+          })
+          .map((td) => td.dataset.label),
       }));
       return { rows, sideways: document.documentElement.scrollWidth > window.innerWidth + 1 };
     });
     for (const row of fleet.rows) {
       assert.deepEqual(row.meters, ['kv', 'queue', 'inflight'], `bars at ${width} px`);
-      assert.ok(row.kvShare >= 0 && row.kvShare <= 1 && Math.abs(row.kvBar - row.kvShare) < 0.05, `the KV bar is as long as the usage at ${width} px: ${row.kvBar} vs ${row.kvShare}`);
+      assert.ok(
+        row.kvShare >= 0 && row.kvShare <= 1 && Math.abs(row.kvBar - row.kvShare) < 0.05,
+        `the KV bar is as long as the usage at ${width} px: ${row.kvBar} vs ${row.kvShare}`,
+      );
       assert.ok(row.points >= 2, `a load history at ${width} px`);
       assert.deepEqual(row.cut, [], `no fleet column cut off at ${width} px`);
     }

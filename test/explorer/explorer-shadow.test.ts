@@ -16,15 +16,20 @@ import { json, startTestRouter, until } from '../helpers/router.ts';
 import { livePolicyFiles, longPromptPolicyFiles, promptOf, writePolicyDir } from '../shadow/policies.ts';
 
 const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((path) => existsSync(path));
-const launch = () => puppeteer.launch({ executablePath: CHROMIUM!, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'] });
+const launch = () =>
+  puppeteer.launch({ executablePath: CHROMIUM!, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'] });
 
 /** Cells of every row of `selector` cut off or squeezed, and whether the page scrolls sideways. */
 const layout = (page: Page, selector: string) =>
   page.$eval(selector, (tableElement) => {
-    const hidden = [...(tableElement as HTMLTableElement).tBodies[0].rows].flatMap((row) => [...row.cells].filter((td) => {
-      const box = td.getBoundingClientRect();
-      return box.width < 24 || box.left < 0 || box.right > window.innerWidth + 1;
-    }).map((td) => td.getAttribute('data-label') ?? '?'));
+    const hidden = [...(tableElement as HTMLTableElement).tBodies[0].rows].flatMap((row) =>
+      [...row.cells]
+        .filter((td) => {
+          const box = td.getBoundingClientRect();
+          return box.width < 24 || box.left < 0 || box.right > window.innerWidth + 1;
+        })
+        .map((td) => td.getAttribute('data-label') ?? '?'),
+    );
     return { hidden, sideways: document.documentElement.scrollWidth > window.innerWidth + 1 };
   });
 
@@ -68,14 +73,33 @@ test('the Shadow tab: counts by step and the differing decisions side by side, a
     await page.goto(`${router.adminUrl}/admin/explorer`);
     await page.click('#tab-shadow');
     await page.waitForFunction(() => document.querySelectorAll('#shadow-decisions tbody tr:not(.none)').length === 2, { timeout: 20_000 });
-    const rows = await page.$$eval('#shadow-decisions tbody tr', (trs) => trs.map((tr) => ({ id: (tr.cells[1] as HTMLElement).innerText, at: (tr.cells[2] as HTMLElement).innerText, text: (tr.cells[3] as HTMLElement).innerText })));
-    assert.deepEqual(rows.map((r) => r.id), [...long].reverse(), 'newest first, exactly the long prompts');
+    const rows = await page.$$eval('#shadow-decisions tbody tr', (trs) =>
+      trs.map((tr) => ({
+        id: (tr.cells[1] as HTMLElement).innerText,
+        at: (tr.cells[2] as HTMLElement).innerText,
+        text: (tr.cells[3] as HTMLElement).innerText,
+      })),
+    );
+    assert.deepEqual(
+      rows.map((r) => r.id),
+      [...long].reverse(),
+      'newest first, exactly the long prompts',
+    );
     for (const r of rows) {
       assert.equal(r.at, 'pool');
       assert.match(r.text, /^live: general \/ g\d by [^\n]+;\nshadow: long \/ l\d by [^\n]*long prompts/, r.text);
     }
     const steps = await page.$$eval('#shadow-steps tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((td) => (td as HTMLElement).innerText)));
-    assert.deepEqual(steps, [['model', '0', '0'], ['pool', '2', '2'], ['replica', '0', '0'], ['admission', '0', '0']], `by step at ${width} px`);
+    assert.deepEqual(
+      steps,
+      [
+        ['model', '0', '0'],
+        ['pool', '2', '2'],
+        ['replica', '0', '0'],
+        ['admission', '0', '0'],
+      ],
+      `by step at ${width} px`,
+    );
     assert.match(await page.$eval('#shadow-summary', (n) => (n as HTMLElement).innerText), /6 shadowed: 4 same, 2 differ, 0 failed/);
     assert.deepEqual(await settledLayout(page, '#shadow-decisions'), { hidden: [], sideways: false }, `Shadow decisions at ${width} px`);
     assert.deepEqual(await settledLayout(page, '#shadow-top'), { hidden: [], sideways: false }, `Shadow differences at ${width} px`);

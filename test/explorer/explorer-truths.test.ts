@@ -29,7 +29,11 @@ test('the explorer: a decision found by the name the client sent, UTC times, the
   writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\ndecision_headers: full\n');
   const store = await PolicyStore.open({ dir, seed: 1, builtins: BUILTIN_STRATEGIES });
   const router = await startTestRouter({}, { policy: store });
-  const browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'] });
+  const browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'],
+  });
   t.after(async () => {
     await browser.close();
     await router.close();
@@ -65,7 +69,10 @@ test('the explorer: a decision found by the name the client sent, UTC times, the
   await page.waitForFunction(() => document.querySelectorAll('#fleet tbody tr').length === 3, { timeout: 10_000 });
   assert.match(await page.$eval('#fleet-updated', (n) => n.textContent ?? ''), /updated \d\d:\d\d:\d\dZ$/);
   // The screenshot shows the bars and a few samples of history.
-  await page.waitForFunction(() => [...document.querySelectorAll('#fleet svg[data-spark="load"]')].filter((s) => Number((s as SVGElement).dataset.points) >= 4).length === 3, { timeout: 30_000 });
+  await page.waitForFunction(
+    () => [...document.querySelectorAll('#fleet svg[data-spark="load"]')].filter((s) => Number((s as SVGElement).dataset.points) >= 4).length === 3,
+    { timeout: 30_000 },
+  );
   await page.screenshot({ path: join(SHOTS, 'explorer-fleet.png'), clip: { x: 0, y: 0, width: 1400, height: 420 } });
 
   // One file broken on disk: it, and only it, is marked refused; the hash is the live one.
@@ -81,16 +88,26 @@ test('the explorer: a decision found by the name the client sent, UTC times, the
   assert.match(refused[0], /tenants\.yaml/);
 });
 
-test('the explorer at 1400 and 420 px: no page scrolls sideways, and every column of a decision and of a replica is on screen', { timeout: 120_000 }, async (t) => {
+test('the explorer at 1400 and 420 px: no page scrolls sideways, and every column of a decision and of a replica is on screen', {
+  timeout: 120_000,
+}, async (t) => {
   assert.ok(CHROMIUM, 'chromium is not installed: scripts/install-test-tools.sh installs it');
   const router = await startTestRouter({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': tinyPool({ replicas: 3 }) });
-  const browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'] });
+  const browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'],
+  });
   t.after(async () => {
     await browser.close();
     await router.close();
   });
   for (let i = 0; i < 4; i++) {
-    const response = await fetch(`${router.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': `layout-${i}` }, body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 }) });
+    const response = await fetch(`${router.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-request-id': `layout-${i}` },
+      body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 }),
+    });
     await response.arrayBuffer();
   }
   for (const width of [1400, 420]) {
@@ -104,10 +121,12 @@ test('the explorer at 1400 and 420 px: no page scrolls sideways, and every colum
         const row = (tableElement as HTMLTableElement).tBodies[0].rows[0];
         // A cell is cut off by the window or by the box that scrolls the table.
         const right = Math.min(window.innerWidth, tableElement.closest('.scroll')?.getBoundingClientRect().right ?? Infinity);
-        const hidden = [...row.cells].filter((td) => {
-          const box = td.getBoundingClientRect();
-          return box.width < 24 || box.left < 0 || box.right > right + 1;
-        }).map((td, i) => td.getAttribute('data-label') ?? String(i));
+        const hidden = [...row.cells]
+          .filter((td) => {
+            const box = td.getBoundingClientRect();
+            return box.width < 24 || box.left < 0 || box.right > right + 1;
+          })
+          .map((td, i) => td.getAttribute('data-label') ?? String(i));
         return { hidden, sideways: document.documentElement.scrollWidth > window.innerWidth + 1 };
       });
     assert.deepEqual(await layout('#decisions'), { hidden: [], sideways: false }, `Decisions at ${width} px`);

@@ -38,7 +38,11 @@ async function ask(t: TestRouter, requestId: string, model = 'tiny'): Promise<nu
 
 test('the decision explorer shows live decisions, their four steps, the fleet, the policy and explained requests', { timeout: 120_000 }, async (t) => {
   mkdirSync(SHOTS, { recursive: true });
-  const router = await startTestRouter({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': tinyPool({ strategies: '[session-affinity, power-of-two]' }) });
+  const router = await startTestRouter({
+    'models.yaml': TINY_MODELS,
+    'tenants.yaml': OPEN_TENANTS,
+    'pools.yaml': tinyPool({ strategies: '[session-affinity, power-of-two]' }),
+  });
   const browser = await launch();
   t.after(async () => {
     await browser.close();
@@ -66,7 +70,10 @@ test('the decision explorer shows live decisions, their four steps, the fleet, t
   assert.deepEqual(rejected, ['explorer-missing-1']);
   await page.select('#filter-status', '');
   await page.type('#filter-replica', 'r');
-  assert.ok(!(await page.$$eval('#decisions tbody tr', (rows) => rows.map((r) => (r as HTMLElement).dataset.requestId))).includes('explorer-missing-1'), 'a rejection has no replica');
+  assert.ok(
+    !(await page.$$eval('#decisions tbody tr', (rows) => rows.map((r) => (r as HTMLElement).dataset.requestId))).includes('explorer-missing-1'),
+    'a rejection has no replica',
+  );
   await page.$eval('#filter-replica', (input) => ((input as HTMLInputElement).value = ''));
   await page.$eval('#filter-replica', (input) => input.dispatchEvent(new Event('input')));
 
@@ -78,7 +85,9 @@ test('the decision explorer shows live decisions, their four steps, the fleet, t
   assert.match(detail, /Admitted: tiny@v1 · pool general · replica r\d/);
   assert.match(detail, /decided by (session-affinity|power-of-two)/);
   // The page shows every alternative the trace weighed, as /admin/decisions has them.
-  const logged = (await (await fetch(`${router.adminUrl}/admin/decisions?limit=10`)).json()) as { decisions: { requestId: string; trace: Record<string, { alternatives?: unknown[] }> }[] };
+  const logged = (await (await fetch(`${router.adminUrl}/admin/decisions?limit=10`)).json()) as {
+    decisions: { requestId: string; trace: Record<string, { alternatives?: unknown[] }> }[];
+  };
   const trace = logged.decisions.find((d) => d.requestId === 'explorer-ok-1')!.trace;
   for (const step of ['model', 'pool', 'replica']) {
     const shown = (await page.$$(`#detail [data-step="${step}"] table.alternatives tbody tr`)).length;
@@ -104,8 +113,14 @@ test('the decision explorer shows live decisions, their four steps, the fleet, t
   await page.waitForFunction(() => document.querySelectorAll('#fleet tbody tr').length === 3, { timeout: 10_000 });
   await page.waitForFunction(() => [...document.querySelectorAll('#fleet tbody tr')].every((r) => r.textContent?.includes('ready')), { timeout: 10_000 });
   const fleetRows = await texts(page, '#fleet tbody tr');
-  assert.deepEqual(fleetRows.map((r) => r.split('\t')[0]), ['r0', 'r1', 'r2']);
-  assert.ok(fleetRows.every((r) => /\d+(\.\d)?%/.test(r)), 'KV usage is shown once scraped');
+  assert.deepEqual(
+    fleetRows.map((r) => r.split('\t')[0]),
+    ['r0', 'r1', 'r2'],
+  );
+  assert.ok(
+    fleetRows.every((r) => /\d+(\.\d)?%/.test(r)),
+    'KV usage is shown once scraped',
+  );
   await shot(page, '3-fleet');
 
   // The live policy.
@@ -140,8 +155,17 @@ test('the decision explorer shows live decisions, their four steps, the fleet, t
 test('explorer endpoints refuse malformed input with OpenAI-shaped 400s, never a 500', { timeout: 60_000 }, async (t) => {
   const router = await startTestRouter({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': tinyPool() });
   t.after(() => router.close());
-  const post = (body: string, type = 'application/json') => fetch(`${router.adminUrl}/admin/explain`, { method: 'POST', headers: { 'content-type': type }, body });
-  for (const body of ['null', '[]', '"text"', '{"body": 5}', '{"body": {"model": "tiny"}, "headers": {"x": 5}}', '{"body": {"model":"tiny"}, "headers": []}', '{"body": {"model":"tiny"}, "endpoint": "images"}']) {
+  const post = (body: string, type = 'application/json') =>
+    fetch(`${router.adminUrl}/admin/explain`, { method: 'POST', headers: { 'content-type': type }, body });
+  for (const body of [
+    'null',
+    '[]',
+    '"text"',
+    '{"body": 5}',
+    '{"body": {"model": "tiny"}, "headers": {"x": 5}}',
+    '{"body": {"model":"tiny"}, "headers": []}',
+    '{"body": {"model":"tiny"}, "endpoint": "images"}',
+  ]) {
     const response = await post(body);
     assert.equal(response.status, 400, body);
     const json = (await response.json()) as { error: { type: string; code: string; message: string } };

@@ -39,7 +39,10 @@ async function withFleet(fault: Fault, run: (fleet: FaultFleet) => Promise<void>
   fleet.engine('good').chunkEveryMs = 15;
   try {
     const longId = requestId('long');
-    const long = fleet.t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'a long one' }], max_tokens: 40, stream: true }, { headers: { 'x-request-id': longId } });
+    const long = fleet.t.client.chat.completions.create(
+      { model: 'tiny', messages: [{ role: 'user', content: 'a long one' }], max_tokens: 40, stream: true },
+      { headers: { 'x-request-id': longId } },
+    );
     const text = (async () => {
       let all = '';
       for await (const event of await long) all += event.choices[0]?.delta.content ?? '';
@@ -47,7 +50,11 @@ async function withFleet(fault: Fault, run: (fleet: FaultFleet) => Promise<void>
     })();
     await until(() => fleet.reached(longId).length > 0, 3000, 'the long stream to start');
     await run(fleet);
-    assert.deepEqual((await text).trim().split(' '), Array.from({ length: 40 }, (_, k) => `good:${k}`), 'the stream on the healthy replica arrived whole');
+    assert.deepEqual(
+      (await text).trim().split(' '),
+      Array.from({ length: 40 }, (_, k) => `good:${k}`),
+      'the stream on the healthy replica arrived whole',
+    );
     assert.deepEqual(fleet.reached(longId), ['good']);
   } finally {
     await fleet.close();
@@ -80,7 +87,10 @@ test('dies mid-stream: whole events, one error event, a clean end; never retried
     assert.equal(events.length, 3, `two whole events and the error: ${JSON.stringify(body)}`);
     for (const event of events) assert.match(event, /^data: \{/);
     const parsed = events.map((e) => JSON.parse(e.slice('data: '.length)));
-    assert.deepEqual(parsed.slice(0, 2).map((e) => e.choices[0].delta.content), ['bad:0 ', 'bad:1 ']);
+    assert.deepEqual(
+      parsed.slice(0, 2).map((e) => e.choices[0].delta.content),
+      ['bad:0 ', 'bad:1 '],
+    );
     assert.equal(parsed[2].error.code, 'upstream_error');
     assert.deepEqual(Object.keys(parsed[2].error).sort(), ['code', 'message', 'param', 'type']);
     assert.deepEqual(fleet.reached(id), ['bad'], 'no second engine after the first byte');
@@ -89,7 +99,12 @@ test('dies mid-stream: whole events, one error event, a clean end; never retried
     let chunks = 0;
     const cut = async () => {
       for (let i = 0; i < 6; i++) {
-        const stream = await fleet.t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5, stream: true });
+        const stream = await fleet.t.client.chat.completions.create({
+          model: 'tiny',
+          messages: [{ role: 'user', content: 'hi' }],
+          max_tokens: 5,
+          stream: true,
+        });
         chunks = 0;
         for await (const _ of stream) chunks++;
       }
@@ -159,7 +174,7 @@ test("a stream's hop-by-hop headers stay with the engine; its own headers pass",
       body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3, stream: true }),
     });
     assert.equal(response.headers.get('transfer-encoding'), 'chunked', "the router's own framing");
-    assert.equal(response.headers.get('x-hop'), null, 'named by the engine\'s Connection header');
+    assert.equal(response.headers.get('x-hop'), null, "named by the engine's Connection header");
     assert.notEqual(response.headers.get('keep-alive'), 'timeout=5');
     assert.equal(response.headers.get('x-engine'), 'vllm');
     const body = await response.text();

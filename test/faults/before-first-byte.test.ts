@@ -87,7 +87,8 @@ for (const c of CASES) {
           assert.equal(bad.hits(id), 1);
           // It waited for its timeout, unless the replica was ejected meanwhile (by the long
           // stream's failure and another), which moves the requests waiting on it at once.
-          if (c.atLeastMs && ms < c.atLeastMs) assert.equal(fleet.t.router.fleet.replica('bad')!.health, 'ejected', `waited for the timeout: ${Math.round(ms)} ms`);
+          if (c.atLeastMs && ms < c.atLeastMs)
+            assert.equal(fleet.t.router.fleet.replica('bad')!.health, 'ejected', `waited for the timeout: ${Math.round(ms)} ms`);
           retried++;
         } else {
           assert.deepEqual(reached, [served], 'one engine, no retry needed');

@@ -125,7 +125,9 @@ export class FaultEngine {
         this.serve(res, stream, model, chunks);
         return;
       case 'status_500':
-        res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'CUDA error: an illegal memory access', type: 'InternalServerError', param: null, code: 500 } }));
+        res
+          .writeHead(500, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ error: { message: 'CUDA error: an illegal memory access', type: 'InternalServerError', param: null, code: 500 } }));
         return;
       case 'garbage':
         socket.end('\x00\x17\x03\xff garbage, not HTTP \xfe\r\n\r\n');

@@ -77,7 +77,9 @@ test('the retry budget: with none to spend, a failed request is not retried', as
 });
 
 test('max_ejection_percent: with three of four replicas failing, at most half the pool is ejected', async () => {
-  const fleet = await faultFleet(['a', 'b', 'c', 'good'], { settings: ['retries: { max_retries: 3 }', 'outlier_detection: { consecutive_5xx: 1, max_ejection_percent: 50, base_ejection_ms: 60000 }'] });
+  const fleet = await faultFleet(['a', 'b', 'c', 'good'], {
+    settings: ['retries: { max_retries: 3 }', 'outlier_detection: { consecutive_5xx: 1, max_ejection_percent: 50, base_ejection_ms: 60000 }'],
+  });
   try {
     for (const name of ['a', 'b', 'c']) fleet.engine(name).fault = 'status_500';
     for (let i = 0; i < 8; i++) {
@@ -100,7 +102,10 @@ test('panic: with the whole pool ejected, requests still go to it rather than be
   try {
     for (const engine of fleet.engines.values()) engine.fault = 'status_500';
     await (await post(fleet, requestId('eject'))).arrayBuffer();
-    assert.deepEqual(['a', 'b'].map((id) => fleet.t.router.fleet.replica(id)!.health), ['ejected', 'ejected']);
+    assert.deepEqual(
+      ['a', 'b'].map((id) => fleet.t.router.fleet.replica(id)!.health),
+      ['ejected', 'ejected'],
+    );
     // The engines recover before the back-off ends: panic routing finds out.
     for (const engine of fleet.engines.values()) engine.fault = 'none';
     const id = requestId('panic');

@@ -24,7 +24,10 @@ async function traffic(fleet: FaultFleet, workers: number, timeoutMs: number, st
       while (!stop()) {
         const id = requestId('silence');
         try {
-          const completion = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens() }, { headers: { 'x-request-id': id } });
+          const completion = await client.chat.completions.create(
+            { model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens() },
+            { headers: { 'x-request-id': id } },
+          );
           assert.match(completion.choices[0].message.content ?? '', /from good\d/);
           ok++;
         } catch (error) {
@@ -72,7 +75,13 @@ test('a long generation (time to headers grows with max_tokens) is not taken for
     let longOnes = 0;
     let moreShort = 0;
     const [long, short] = await Promise.all([
-      traffic(fleet, 3, 20_000, () => ++longOnes > 6, () => 150),
+      traffic(
+        fleet,
+        3,
+        20_000,
+        () => ++longOnes > 6,
+        () => 150,
+      ),
       traffic(fleet, 2, 20_000, () => ++moreShort > 60),
     ]);
     assert.deepEqual([...long.lost, ...short.lost], [], 'nothing lost');
@@ -92,7 +101,9 @@ test('a client that stops reading its stream has it aborted after the send timeo
     const socket = await openSocket(fleet.t.url);
     socket.on('error', () => {});
     const body = JSON.stringify({ model: 'tiny', stream: true, max_tokens: 3000, messages: [{ role: 'user', content: 'hi' }] });
-    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-request-id: ${id}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-request-id: ${id}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
     socket.pause(); // and never read
     // 3000 chunks of 64 KiB (~190 MB) would take seconds at least; the stall ends it first.
     await until(() => engine.cutOff.includes(id), 20_000, 'the engine request to be aborted');

@@ -36,10 +36,7 @@ test('vLLM before 0.9: gpu_cache_usage_perc and gpu_prefix_cache_* stand in for 
 });
 
 test('the new KV name wins when a page carries both', () => {
-  const page = [
-    'vllm:gpu_cache_usage_perc{engine="0",model_name="m"} 0.9',
-    'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.4',
-  ].join('\n');
+  const page = ['vllm:gpu_cache_usage_perc{engine="0",model_name="m"} 0.9', 'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.4'].join('\n');
   assert.equal(signalsOf('vllm', page).kvUsage, 0.4);
 });
 
@@ -128,7 +125,7 @@ test('SGLang with priority scheduling: the aggregate series (priority="") counts
   assert.equal(signalsOf('sglang', page).queueDepth, 5);
 });
 
-test('the wrong engine reads nothing: a page without load signals is not this engine\'s page', () => {
+test("the wrong engine reads nothing: a page without load signals is not this engine's page", () => {
   const s = signalsOf('sglang', fixture('vllm-v1-dp.txt'));
   assert.ok(!hasLoadSignals(s));
   assert.deepEqual(s, {});
@@ -142,7 +139,11 @@ test('values out of range are clamped: counts at 0, fractions within 0..1', () =
 });
 
 test('ENGINE_METRIC_NAMES lists what the extractor reads, so a kept-only parse gives the same signals', () => {
-  for (const [engine, file] of [['vllm', 'vllm-v1-dp.txt'], ['vllm', 'vllm-lora.txt'], ['sglang', 'sglang-dp.txt']] as const) {
+  for (const [engine, file] of [
+    ['vllm', 'vllm-v1-dp.txt'],
+    ['vllm', 'vllm-lora.txt'],
+    ['sglang', 'sglang-dp.txt'],
+  ] as const) {
     const names = ENGINE_METRIC_NAMES[engine];
     const kept = parsePrometheusText(fixture(file), { keep: (n) => names.has(n) }).samples;
     assert.deepEqual(extractSignals(engine, kept), signalsOf(engine, fixture(file)));

@@ -46,12 +46,25 @@ function engine(kind: 'int' | 'bytes' | 'signed') {
     const hashes: unknown[] = [];
     let parentHash: unknown = null;
     for (let j = 0; j < to; j++) {
-      const digest = createHash('sha256').update(parent).update(Buffer.from(Uint32Array.from(ids.slice(j * 16, j * 16 + 16)).buffer)).digest();
+      const digest = createHash('sha256')
+        .update(parent)
+        .update(Buffer.from(Uint32Array.from(ids.slice(j * 16, j * 16 + 16)).buffer))
+        .digest();
       if (j === from - 1) parentHash = hashOf(digest);
       if (j >= from) hashes.push(hashOf(digest));
       parent = digest;
     }
-    return { type: 'BlockStored', block_hashes: hashes, parent_block_hash: parentHash, token_ids: ids.slice(from * 16, to * 16), block_size: 16, lora_id: null, medium: 'GPU', lora_name: null, ...extra };
+    return {
+      type: 'BlockStored',
+      block_hashes: hashes,
+      parent_block_hash: parentHash,
+      token_ids: ids.slice(from * 16, to * 16),
+      block_size: 16,
+      lora_id: null,
+      medium: 'GPU',
+      lora_name: null,
+      ...extra,
+    };
   };
 }
 
@@ -95,14 +108,26 @@ describe('decodeKvMessage', () => {
     // The LoRA name alone adds nothing (the adapter names the chain); an image hash does.
     assert.equal(stored.extra![0], 0);
     assert.notEqual(stored.extra![1], 0);
-    assert.deepEqual(decoded.events.slice(1).map((e) => e.type), ['blocks-removed', 'cleared']);
+    assert.deepEqual(
+      decoded.events.slice(1).map((e) => e.type),
+      ['blocks-removed', 'cleared'],
+    );
   });
 
   it('reads the positional arrays of older versions, with and without medium, LoRA name and rank', () => {
     const v011 = batch(1, [1, [['BlockStored', [11, 12], null, tokens(2), 16, null, 'GPU'], ['BlockRemoved', [9], 'GPU'], ['AllBlocksCleared']], 0]);
-    assert.deepEqual(v011.events.map((e) => e.type), ['blocks-stored', 'blocks-removed', 'cleared']);
+    assert.deepEqual(
+      v011.events.map((e) => e.type),
+      ['blocks-stored', 'blocks-removed', 'cleared'],
+    );
     // vLLM 0.9: no medium, no rank.
-    const v09 = batch(2, [2, [['BlockStored', [11], 10, tokens(1), 16, null], ['BlockRemoved', [11]]]]);
+    const v09 = batch(2, [
+      2,
+      [
+        ['BlockStored', [11], 10, tokens(1), 16, null],
+        ['BlockRemoved', [11]],
+      ],
+    ]);
     const stored = v09.events[0] as BlocksStored;
     assert.equal(stored.medium, null);
     assert.equal(stored.parent, 10);
@@ -114,8 +139,14 @@ describe('decodeKvMessage', () => {
   });
 
   it('skips events with bad fields (counted) and refuses messages over a bound or of the wrong shape', () => {
-    const skipped = batch(1, [1, [['BlockMoved', [1]], ['BlockStored', [1], null, [-1, ...tokens(1).slice(1)], 16, null, 'GPU'], ['BlockStored', [1], null, tokens(1), 0], [42]]]);
-    assert.deepEqual(skipped.events.map((e) => e.type), ['unknown', 'invalid', 'invalid', 'invalid']);
+    const skipped = batch(1, [
+      1,
+      [['BlockMoved', [1]], ['BlockStored', [1], null, [-1, ...tokens(1).slice(1)], 16, null, 'GPU'], ['BlockStored', [1], null, tokens(1), 0], [42]],
+    ]);
+    assert.deepEqual(
+      skipped.events.map((e) => e.type),
+      ['unknown', 'invalid', 'invalid', 'invalid'],
+    );
     const bad: [readonly Uint8Array[], RegExp][] = [
       [[Buffer.from('t'), seqFrame(1)], /3 frames/],
       [[Buffer.from('t'), Buffer.alloc(4), packr.pack([1, []])], /8/],
@@ -124,7 +155,16 @@ describe('decodeKvMessage', () => {
       [message(1, [1, 'x']), /events is not an array/],
       [message(1, ['now', []]), /ts/],
       [message(1, [1, Array.from({ length: KV_MESSAGE_LIMITS.events + 1 }, () => ['AllBlocksCleared'])]), /events/],
-      [message(1, [1, [['BlockRemoved', Array.from({ length: 40_000 }, (_, i) => i)], ['BlockRemoved', Array.from({ length: 40_000 }, (_, i) => i)]]]), /block hashes/],
+      [
+        message(1, [
+          1,
+          [
+            ['BlockRemoved', Array.from({ length: 40_000 }, (_, i) => i)],
+            ['BlockRemoved', Array.from({ length: 40_000 }, (_, i) => i)],
+          ],
+        ]),
+        /block hashes/,
+      ],
       [message(1, [1, [['BlockStored', [1], null, new Array(KV_MESSAGE_LIMITS.tokenIds + 1).fill(1), 16]]]), /token ids/],
     ];
     for (const [frames, reason] of bad) {
@@ -166,7 +206,8 @@ describe('KvIndex in token space', () => {
     index.track('b');
     return { index, tick: (ms: number) => (t += ms) };
   };
-  const depth = (index: KvIndex, ids: number[], adapter?: string) => Object.fromEntries(index.longestPrefixOfTokens(ids, adapter).map((m) => [m.replica, m.blocks]));
+  const depth = (index: KvIndex, ids: number[], adapter?: string) =>
+    Object.fromEntries(index.longestPrefixOfTokens(ids, adapter).map((m) => [m.replica, m.blocks]));
 
   for (const kind of ['int', 'bytes', 'signed'] as const) {
     it(`matches a prompt's token ids whatever the engine hashes with (${kind} hashes, random seeds)`, () => {
@@ -205,7 +246,16 @@ describe('KvIndex in token space', () => {
     index.apply('a', batch(1, [0, [{ ...stored, token_ids: stored.token_ids.slice(0, 40) }]]));
     assert.equal(index.counters.partialBlocks, 1);
     assert.deepEqual(depth(index, ids), { a: 2, b: 0 });
-    index.apply('b', batch(0, [0, [{ ...a(ids, 0, 4), medium: 'CPU' }, { ...a(ids, 0, 4), group_idx: 1, kv_cache_spec_kind: 'sliding_window' }]]));
+    index.apply(
+      'b',
+      batch(0, [
+        0,
+        [
+          { ...a(ids, 0, 4), medium: 'CPU' },
+          { ...a(ids, 0, 4), group_idx: 1, kv_cache_spec_kind: 'sliding_window' },
+        ],
+      ]),
+    );
     assert.equal(index.counters.otherTier, 8);
     assert.equal(index.blockCount('b'), 0);
     // The engine now caches 32-token blocks: what was held is dropped, new blocks count.

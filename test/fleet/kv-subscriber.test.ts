@@ -99,7 +99,9 @@ describe('KV event feed over ZeroMQ', () => {
     let loads = 0;
     const missing = () => {
       loads++;
-      return Promise.reject(new Error('KV events need the optional package zeromq, which did not load (Cannot find package). Install it: npm install zeromq@6.8.0.'));
+      return Promise.reject(
+        new Error('KV events need the optional package zeromq, which did not load (Cannot find package). Install it: npm install zeromq@6.8.0.'),
+      );
     };
     const feed = new KvEventFeed(index, { info() {}, warn: (message, fields) => warnings.push({ message, fields }) }, missing);
     feed.sync([]);

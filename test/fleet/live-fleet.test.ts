@@ -145,7 +145,7 @@ test('a failed scrape alone does not fail the replica: /metrics and /health are 
   assert.equal(live.list()[0].lastScrapeError, 'HTTP 404');
 });
 
-test('a page without the engine\'s load metrics is a failed scrape, and says why', async () => {
+test("a page without the engine's load metrics is a failed scrape, and says why", async () => {
   const fake = await engine(fixture('sglang.txt'));
   const log = recordingLog();
   const live = fleet({ replicas: [{ id: 'a', url: fake.url, engine: 'vllm' }], ...FAST, log });
@@ -155,7 +155,7 @@ test('a page without the engine\'s load metrics is a failed scrape, and says why
   assert.equal(log.lines.filter((l) => l.message === 'fleet: scrape failed').length, 1, 'one warning per run of failures');
 });
 
-test('the proxy\'s connect errors count: markFailure twice makes a replica failing at once', async () => {
+test("the proxy's connect errors count: markFailure twice makes a replica failing at once", async () => {
   const fake = await engine();
   const live = fleet({ replicas: [{ id: 'a', url: fake.url, engine: 'vllm' }], ...FAST, healthIntervalMs: 60_000 });
   live.start();
@@ -214,7 +214,18 @@ test('the snapshot is frozen and stays the same object until something changes',
 test('every new snapshot of a replica is named in the change feed, so decisions can skip the rest', () => {
   const replicas = ['a', 'b', 'c'].map((id, i) => ({ id, url: `http://127.0.0.1:${9 + i}`, engine: 'vllm' as const }));
   const live = fleet({ replicas });
-  const scope: OutlierScope = { key: 'pool', replicas, outlier: { consecutive5xx: 1, consecutiveGatewayFailures: 1, baseEjectionMs: 1000, maxEjectionMs: 10_000, maxEjectionPercent: 100, panicThresholdPercent: 0 } };
+  const scope: OutlierScope = {
+    key: 'pool',
+    replicas,
+    outlier: {
+      consecutive5xx: 1,
+      consecutiveGatewayFailures: 1,
+      baseEjectionMs: 1000,
+      maxEjectionMs: 10_000,
+      maxEjectionPercent: 100,
+      panicThresholdPercent: 0,
+    },
+  };
   const ops: [string, () => void][] = [
     ['acquire a', () => void live.acquire('a')],
     ['release a', () => live.release('a')],
@@ -257,7 +268,11 @@ test('update keeps the replicas that stay, starts new ones and forgets removed o
     { id: 'a', url: a.url, engine: 'vllm' },
   ]);
   assert.equal(live.replica('b'), undefined);
-  assert.deepEqual(live.list().map((r) => r.id), ['c', 'a'], 'in the order given');
+  assert.deepEqual(
+    live.list().map((r) => r.id),
+    ['c', 'a'],
+    'in the order given',
+  );
   const kept = live.replica('a')!;
   assert.deepEqual([kept.health, kept.inFlight, kept.running], ['draining', 1, 1], 'a kept its state');
   await waitFor('c scraped', () => live.replica('c')?.running === 3);
@@ -272,7 +287,14 @@ test('update keeps the replicas that stay, starts new ones and forgets removed o
   assert.equal(live.replica('a')!.inFlight, 0);
   await waitFor('new a scraped', () => live.replica('a')?.running === 3);
 
-  assert.throws(() => live.update([{ id: 'x', url: a.url, engine: 'vllm' }, { id: 'x', url: b.url, engine: 'vllm' }]), /listed twice/);
+  assert.throws(
+    () =>
+      live.update([
+        { id: 'x', url: a.url, engine: 'vllm' },
+        { id: 'x', url: b.url, engine: 'vllm' },
+      ]),
+    /listed twice/,
+  );
   assert.throws(() => live.update([{ id: 'x', url: 'not a url', engine: 'vllm' }]), /not a URL/);
   assert.throws(() => live.update([{ id: 'x', url: a.url, engine: 'tgi' as never }]), /unknown engine/);
 });
@@ -288,8 +310,7 @@ test('scrapes of one replica never overlap, even when the engine is slower than 
 
 test('stop() leaves no timers or sockets behind, and start() may follow', async () => {
   const fake = await engine(vllmPage(1, 0, 0.1));
-  const handles = (): number =>
-    process.getActiveResourcesInfo().filter((r) => r === 'Timeout' || r === 'TCPSocketWrap').length;
+  const handles = (): number => process.getActiveResourcesInfo().filter((r) => r === 'Timeout' || r === 'TCPSocketWrap').length;
   await new Promise((resolve) => setTimeout(resolve, 10));
   const baseline = handles();
 

@@ -43,7 +43,13 @@ pools:
       - { id: r1, url: "emulate://tiny", kv_events: "tcp://127.0.0.1:${ports[1]}" }
 `;
   const index = new KvIndex({ now: Date.now });
-  const loaded = buildSnapshot(policyInputsFromTexts({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools, 'settings.yaml': 'kind: settings\ndecision_headers: full\n' }, { registry: builtinRegistry }), { seed: 1, kvIndex: index });
+  const loaded = buildSnapshot(
+    policyInputsFromTexts(
+      { 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools, 'settings.yaml': 'kind: settings\ndecision_headers: full\n' },
+      { registry: builtinRegistry },
+    ),
+    { seed: 1, kvIndex: index },
+  );
   assert.ok(loaded.snapshot, JSON.stringify(loaded.problems));
   const snapshot = loaded.snapshot;
   const t = await startTestRouter({}, { policy: fixedPolicy(snapshot) });
@@ -62,7 +68,11 @@ pools:
     const { data, response } = await t.client.chat.completions
       .create({ model: 'tiny', messages, max_tokens: 40 }, { headers: { 'x-conversation-id': conversation } })
       .withResponse();
-    return { text: data.choices[0].message.content ?? '', replica: response.headers.get('x-switchyard-replica')!, reason: response.headers.get('x-switchyard-reason') ?? '' };
+    return {
+      text: data.choices[0].message.content ?? '',
+      replica: response.headers.get('x-switchyard-replica')!,
+      reason: response.headers.get('x-switchyard-reason') ?? '',
+    };
   };
 
   const first = [system, { role: 'user' as const, content: 'Which yard takes the night train?' }];

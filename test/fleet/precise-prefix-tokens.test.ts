@@ -48,7 +48,12 @@ pools:
       - { id: r1, url: "emulate://tiny", kv_events: "tcp://127.0.0.1:${ports[1]}" }
 `;
   const index = new KvIndex({ now: Date.now });
-  const texts = { 'models.yaml': models, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools, 'settings.yaml': 'kind: settings\ndecision_headers: full\ntokenize_wait_ms: 1000\n' };
+  const texts = {
+    'models.yaml': models,
+    'tenants.yaml': OPEN_TENANTS,
+    'pools.yaml': pools,
+    'settings.yaml': 'kind: settings\ndecision_headers: full\ntokenize_wait_ms: 1000\n',
+  };
   const loaded = buildSnapshot(policyInputsFromTexts(texts, { registry: builtinRegistry }), { seed: 1, kvIndex: index });
   assert.ok(loaded.snapshot, JSON.stringify(loaded.problems));
   const snapshot = loaded.snapshot;
@@ -67,7 +72,11 @@ pools:
     const { data, response } = await t.client.chat.completions
       .create({ model: 'tiny', messages, max_tokens: 40 }, { headers: { 'x-conversation-id': conversation } })
       .withResponse();
-    return { text: data.choices[0].message.content ?? '', replica: response.headers.get('x-switchyard-replica')!, reason: response.headers.get('x-switchyard-reason') ?? '' };
+    return {
+      text: data.choices[0].message.content ?? '',
+      replica: response.headers.get('x-switchyard-replica')!,
+      reason: response.headers.get('x-switchyard-reason') ?? '',
+    };
   };
 
   // The router's tokenizer loads in the background (the first requests are estimated): wait until it counts.

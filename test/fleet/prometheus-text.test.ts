@@ -6,9 +6,7 @@ import { parsePrometheusText, parseSampleValue, type Sample } from '../../core/f
 const fixture = (name: string): string => readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8');
 
 function only(samples: Sample[], name: string, labels: Record<string, string> = {}): Sample {
-  const found = samples.filter(
-    (s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v),
-  );
+  const found = samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
   assert.equal(found.length, 1, `exactly one ${name} ${JSON.stringify(labels)}`);
   return found[0];
 }
@@ -33,9 +31,7 @@ test('colon names, _total counters and their TYPE lines are read as written', ()
 test('histograms: every bucket with its le label, +Inf included, then _sum and _count', () => {
   const { samples, types } = parsePrometheusText(fixture('vllm-v1-dp.txt'));
   assert.equal(types.get('vllm:time_to_first_token_seconds'), 'histogram');
-  const buckets = samples.filter(
-    (s) => s.name === 'vllm:time_to_first_token_seconds_bucket' && s.labels.engine === '0',
-  );
+  const buckets = samples.filter((s) => s.name === 'vllm:time_to_first_token_seconds_bucket' && s.labels.engine === '0');
   assert.deepEqual(
     buckets.map((b) => b.labels.le),
     ['0.001', '0.005', '0.01', '0.02', '0.04', '0.06', '0.08', '0.1', '0.25', '0.5', '1.0', '2.5', '+Inf'],

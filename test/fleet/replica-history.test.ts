@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { HISTORY_SAMPLES, ReplicaHistory } from '../../core/fleet/replica-history.ts';
 import type { ReplicaReport } from '../../core/fleet/watched-replica.ts';
 
-const report = (id: string, inFlight: number): ReplicaReport => ({ id, inFlight, queueDepth: 1, kvUsage: 0.5, prefixCacheHitRatio: null }) as unknown as ReplicaReport;
+const report = (id: string, inFlight: number): ReplicaReport =>
+  ({ id, inFlight, queueDepth: 1, kvUsage: 0.5, prefixCacheHitRatio: null }) as unknown as ReplicaReport;
 
 test('the history keeps the last samples of each listed replica, oldest first, and forgets a replica that left', () => {
   const history = new ReplicaHistory(5000);
@@ -19,5 +20,8 @@ test('the history keeps the last samples of each listed replica, oldest first, a
   assert.equal(a.at.length, HISTORY_SAMPLES);
   assert.deepEqual(a.hitRate.slice(0, 2), [null, null], 'unknown stays null, not 0');
   history.record(1e9, [report('a', 0)]);
-  assert.deepEqual(history.json().replicas.map((r) => r.id), ['a']);
+  assert.deepEqual(
+    history.json().replicas.map((r) => r.id),
+    ['a'],
+  );
 });

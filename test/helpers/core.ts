@@ -125,7 +125,10 @@ export function singlePool(options: {
   seed?: number | string;
 }): Generation {
   const n = options.replicas ?? 4;
-  const replicas = Array.from({ length: n }, (_, i) => `      - { id: r${i}, url: "http://127.0.0.1:${9000 + i}"${options.replicaFields ? `, ${options.replicaFields}` : ''} }`).join('\n');
+  const replicas = Array.from(
+    { length: n },
+    (_, i) => `      - { id: r${i}, url: "http://127.0.0.1:${9000 + i}"${options.replicaFields ? `, ${options.replicaFields}` : ''} }`,
+  ).join('\n');
   return policyFrom(
     {
       'models.yaml': 'kind: models\nmodels:\n  - id: m\n    versions: [{ version: v1 }]\n',

@@ -79,7 +79,9 @@ export function injectFetch(app: FastifyInstance): typeof fetch {
 /** The OpenAI error body: exactly {"error":{"message","type","param","code"}}, no stack trace. */
 export function errorOf(answer: LightMyRequestResponse): Json {
   const body = answer.json();
-  const keys = Object.keys(body.error ?? {}).sort().join(',');
+  const keys = Object.keys(body.error ?? {})
+    .sort()
+    .join(',');
   if (Object.keys(body).join(',') !== 'error' || keys !== 'code,message,param,type') {
     throw new Error(`not an OpenAI error body: ${answer.body.slice(0, 300)}`);
   }

@@ -12,7 +12,8 @@ export const TINY_MODELS = 'kind: models\nmodels:\n  - id: tiny\n    versions: [
 export const TEST_KEY = 'sk-test';
 /** Router tests read where a request went from the x-switchyard-* headers: opted in unless a test brings its own settings. */
 export const FULL_HEADERS_SETTINGS = 'kind: settings\ndecision_headers: full\n';
-export const OPEN_TENANTS = 'kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free, api_key_sha256: [f3abf2a6cc4f00987743db5f544ba345b4899ae31f326d8ee9c4816de153c9e0] }\n';
+export const OPEN_TENANTS =
+  'kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free, api_key_sha256: [f3abf2a6cc4f00987743db5f544ba345b4899ae31f326d8ee9c4816de153c9e0] }\n';
 
 export function tinyPool(options: { replicas?: number; strategies?: string; extra?: string; ids?: string } = {}): string {
   const n = options.replicas ?? 3;
@@ -33,7 +34,10 @@ export interface TestRouter {
 
 export async function startTestRouter(
   files: Record<string, string>,
-  options: { speed?: number; policy?: ServedPolicy; adminToken?: string; apiKey?: string; tracer?: Tracer; limits?: Partial<ClientLimits> } & Pick<RouterOptions, 'shadow' | 'recorder' | 'logger' | 'kvIndex'> = {},
+  options: { speed?: number; policy?: ServedPolicy; adminToken?: string; apiKey?: string; tracer?: Tracer; limits?: Partial<ClientLimits> } & Pick<
+    RouterOptions,
+    'shadow' | 'recorder' | 'logger' | 'kvIndex'
+  > = {},
 ): Promise<TestRouter> {
   const withSettings = Object.keys(files).some((name) => name.includes('settings')) ? files : { ...files, 'settings.yaml': FULL_HEADERS_SETTINGS };
   const policy = options.policy ?? fixedPolicy(policyFrom(withSettings));

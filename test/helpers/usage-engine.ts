@@ -52,7 +52,8 @@ export class UsageEngine {
 
   private handle(req: IncomingMessage, res: ServerResponse): void {
     if (req.url === '/health') return void res.writeHead(200).end();
-    if (req.url === '/metrics') return void res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(vllmPage(this.running, this.waiting, this.kvUsage));
+    if (req.url === '/metrics')
+      return void res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(vllmPage(this.running, this.waiting, this.kvUsage));
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
@@ -76,7 +77,12 @@ export class UsageEngine {
       case 'absurd':
         return { prompt_tokens: this.promptTokens, total_tokens: 1e15, completion_tokens: 1e15 };
       default:
-        return { prompt_tokens: this.promptTokens, total_tokens: this.promptTokens + tokens, completion_tokens: tokens, prompt_tokens_details: { cached_tokens: this.cachedTokens } };
+        return {
+          prompt_tokens: this.promptTokens,
+          total_tokens: this.promptTokens + tokens,
+          completion_tokens: tokens,
+          prompt_tokens_details: { cached_tokens: this.cachedTokens },
+        };
     }
   }
 
@@ -86,7 +92,15 @@ export class UsageEngine {
       object: 'chat.completion',
       created: 1,
       model: body.model,
-      choices: [{ index: 0, message: { role: 'assistant', content: 'word '.repeat(tokens).trim(), tool_calls: [] }, logprobs: null, finish_reason: 'stop', stop_reason: null }],
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: 'word '.repeat(tokens).trim(), tool_calls: [] },
+          logprobs: null,
+          finish_reason: 'stop',
+          stop_reason: null,
+        },
+      ],
       service_tier: null,
       system_fingerprint: null,
       prompt_logprobs: null,
@@ -115,7 +129,9 @@ export class UsageEngine {
         return;
       }
       sent++;
-      res.write(event({ choices: [{ index: 0, delta: { content: 'word ' }, logprobs: null, finish_reason: sent === tokens ? 'stop' : null, stop_reason: null }] }));
+      res.write(
+        event({ choices: [{ index: 0, delta: { content: 'word ' }, logprobs: null, finish_reason: sent === tokens ? 'stop' : null, stop_reason: null }] }),
+      );
       setTimeout(next, this.chunkEveryMs);
     };
     next();

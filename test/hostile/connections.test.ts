@@ -15,7 +15,9 @@ const SLACK_MS = 4000;
 
 let t: TestRouter;
 before(async () => {
-  t = await startTestRouter(files, { limits: { headersTimeoutMs: HEADERS_MS, requestTimeoutMs: REQUEST_MS, keepAliveTimeoutMs: KEEP_ALIVE_MS, maxConnections: 1000 } });
+  t = await startTestRouter(files, {
+    limits: { headersTimeoutMs: HEADERS_MS, requestTimeoutMs: REQUEST_MS, keepAliveTimeoutMs: KEEP_ALIVE_MS, maxConnections: 1000 },
+  });
 });
 after(() => t.close());
 
@@ -93,7 +95,14 @@ test('the connection cap: connections past it are closed at once, the rest are s
   try {
     for (let i = 0; i < 15; i++) sockets.push(await openSocket(capped.url));
     // The server drops the ones past the cap as it accepts them.
-    const closed = await Promise.all(sockets.map((s) => closedWithin(s, 1500).then(() => true, () => false)));
+    const closed = await Promise.all(
+      sockets.map((s) =>
+        closedWithin(s, 1500).then(
+          () => true,
+          () => false,
+        ),
+      ),
+    );
     assert.equal(closed.filter(Boolean).length, 5, `${closed.filter(Boolean).length} of 15 closed`);
     // The ten held ones still get answers.
     const held = sockets.filter((s) => !s.destroyed);

@@ -16,10 +16,42 @@ import { DecisionLog, MAX_STRING_CHARS } from '../../core/observe/decision-log.t
 import { jsonComplexity } from '../../core/serve/json-body.ts';
 import type { Decision } from '../../core/decide/decide.ts';
 
-const OLD_CODE_MARKS = /```|^\s*(def|class|import|from|function|fn|func|public|private|#include|package|const|let|var)\s+\S|;\s*$|\)\s*\{\s*$|=>\s*\{|^\s*(if|for|while)\s*\(.*\)\s*\{/m;
+const OLD_CODE_MARKS =
+  /```|^\s*(def|class|import|from|function|fn|func|public|private|#include|package|const|let|var)\s+\S|;\s*$|\)\s*\{\s*$|=>\s*\{|^\s*(if|for|while)\s*\(.*\)\s*\{/m;
 
 test('the linear code scan answers exactly as the regular expression it replaced', () => {
-  const atoms = [' ', '\n', '\t', '\r', '\u2028', '\u00a0', '\ufeff', ';', '{', '}', '(', ')', '=', '>', '=>', '`', '``', 'def', 'class', 'if', 'for', 'while', 'func', 'function', 'fn', '#include', 'let', 'x', 'a b', '.'];
+  const atoms = [
+    ' ',
+    '\n',
+    '\t',
+    '\r',
+    '\u2028',
+    '\u00a0',
+    '\ufeff',
+    ';',
+    '{',
+    '}',
+    '(',
+    ')',
+    '=',
+    '>',
+    '=>',
+    '`',
+    '``',
+    'def',
+    'class',
+    'if',
+    'for',
+    'while',
+    'func',
+    'function',
+    'fn',
+    '#include',
+    'let',
+    'x',
+    'a b',
+    '.',
+  ];
   fc.assert(
     fc.property(fc.array(fc.constantFrom(...atoms), { maxLength: 16 }), (parts) => {
       const text = parts.join('');
@@ -46,10 +78,10 @@ const ADVERSARIAL: Record<string, string> = {
   'arrows and spaces': fill('=> '),
   'if lines': fill('if (\n'),
   'one long if line': 'if (' + fill(')  x'),
-  'keywords': fill('def '),
+  keywords: fill('def '),
   'keywords, newlines': fill('\ndef\n'),
-  'backticks': fill('``x'),
-  'emoji': fill('🦜'),
+  backticks: fill('``x'),
+  emoji: fill('🦜'),
   'escaped quotes': fill('\\"'),
 };
 // Linear work over 1 MB takes milliseconds to a few hundred; the regex this replaced took
@@ -69,16 +101,36 @@ test('every extractor is linear: 1 MB adversarial inputs each finish within a bo
   for (const [label, text] of Object.entries(ADVERSARIAL)) {
     timed(`scanForCode(${label})`, () => scanForCode(text));
     timed(`looksLikeCode(${label})`, () => looksLikeCode(text));
-    timed(`contentText(${label})`, () => contentText([{ type: 'text', text }, { type: 'text', text }]));
-    timed(`renderMessages(${label})`, () => renderMessages([{ role: 'user', content: text }, { role: text.slice(0, 1000), content: [{ text }] }]));
+    timed(`contentText(${label})`, () =>
+      contentText([
+        { type: 'text', text },
+        { type: 'text', text },
+      ]),
+    );
+    timed(`renderMessages(${label})`, () =>
+      renderMessages([
+        { role: 'user', content: text },
+        { role: text.slice(0, 1000), content: [{ text }] },
+      ]),
+    );
     timed(`messageContents(${label})`, () => messageContents([{ content: text }, { content: text }], 32_768));
     timed(`renderPrompt(${label})`, () => renderPrompt([text, text]));
     timed(`estimate(${label})`, () => estimator.estimate(text));
     timed(`jsonComplexity(${label})`, () => jsonComplexity(JSON.stringify({ a: text, b: [text] }), { maxDepth: 64, maxValues: 500_000 }));
     for (const endpoint of ['chat', 'completions', 'embeddings'] as const) {
-      const body = endpoint === 'chat' ? { model: 'm', messages: [{ role: 'user', content: text }] } : endpoint === 'completions' ? { model: 'm', prompt: text } : { model: 'm', input: [text] };
+      const body =
+        endpoint === 'chat'
+          ? { model: 'm', messages: [{ role: 'user', content: text }] }
+          : endpoint === 'completions'
+            ? { model: 'm', prompt: text }
+            : { model: 'm', input: [text] };
       timed(`requestFacts(${endpoint}, ${label})`, () => {
-        const facts = requestFacts({ requestId: 'r', endpoint, headers: { authorization: `Bearer ${text.slice(0, 8000)}`, 'x-deadline-ms': text.slice(0, 8000), 'x-priority': text.slice(0, 8000) }, body });
+        const facts = requestFacts({
+          requestId: 'r',
+          endpoint,
+          headers: { authorization: `Bearer ${text.slice(0, 8000)}`, 'x-deadline-ms': text.slice(0, 8000), 'x-priority': text.slice(0, 8000) },
+          body,
+        });
         assert.ok('code' in facts, 'a bad header is rejected');
       });
       timed(`requestFacts(${endpoint}, ${label}, clean headers)`, () => requestFacts({ requestId: 'r', endpoint, headers: {}, body }));
@@ -86,23 +138,41 @@ test('every extractor is linear: 1 MB adversarial inputs each finish within a bo
   }
   // Many parts rather than one long one.
   const manyMessages = Array.from({ length: 4096 }, () => ({ role: 'user', content: Array.from({ length: 64 }, () => ({ type: 'text', text: '\n;' })) }));
-  timed('requestFacts(4096 messages of 64 parts)', () => requestFacts({ requestId: 'r', endpoint: 'chat', headers: {}, body: { model: 'm', messages: manyMessages } }));
+  timed('requestFacts(4096 messages of 64 parts)', () =>
+    requestFacts({ requestId: 'r', endpoint: 'chat', headers: {}, body: { model: 'm', messages: manyMessages } }),
+  );
   timed('renderPrompt(250k token ids)', () => renderPrompt(Array.from({ length: 250_000 }, () => 1)));
 });
 
 test('x-deadline-ms takes plain decimal integers from 1 to an hour, nothing else', () => {
-  const facts = (value: string) => requestFacts({ requestId: 'r', endpoint: 'completions', headers: { 'x-deadline-ms': value }, body: { model: 'm', prompt: 'p' } });
+  const facts = (value: string) =>
+    requestFacts({ requestId: 'r', endpoint: 'completions', headers: { 'x-deadline-ms': value }, body: { model: 'm', prompt: 'p' } });
   for (const bad of ['0x10', ' 5 ', '1e20', '5.0', '-5', '0', '', '+5', 'Infinity', '3600001', '99999999999', '１２', '0b1', '5\n']) {
     const r = facts(bad);
     assert.ok('code' in r && r.code === 'invalid_request' && r.param === 'x-deadline-ms', JSON.stringify(bad));
   }
-  for (const [good, ms] of [['1', 1], ['250', 250], ['0250', 250], ['3600000', 3_600_000]] as const) {
+  for (const [good, ms] of [
+    ['1', 1],
+    ['250', 250],
+    ['0250', 250],
+    ['3600000', 3_600_000],
+  ] as const) {
     const r = facts(good);
     assert.ok(!('code' in r) && r.deadlineMs === ms, good);
   }
-  const longPriority = requestFacts({ requestId: 'r', endpoint: 'completions', headers: { 'x-priority': 'p'.repeat(10_000) }, body: { model: 'm', prompt: 'p' } });
+  const longPriority = requestFacts({
+    requestId: 'r',
+    endpoint: 'completions',
+    headers: { 'x-priority': 'p'.repeat(10_000) },
+    body: { model: 'm', prompt: 'p' },
+  });
   assert.ok('code' in longPriority && longPriority.message.length < 200, 'an echoed header is cut');
-  const longConversation = requestFacts({ requestId: 'r', endpoint: 'completions', headers: { 'x-conversation-id': 'c'.repeat(257) }, body: { model: 'm', prompt: 'p' } });
+  const longConversation = requestFacts({
+    requestId: 'r',
+    endpoint: 'completions',
+    headers: { 'x-conversation-id': 'c'.repeat(257) },
+    body: { model: 'm', prompt: 'p' },
+  });
   assert.ok('code' in longConversation && longConversation.param === 'x-conversation-id');
 });
 
@@ -156,5 +226,8 @@ test('the decision log cuts long strings, keeps no hidden copy of them, and stay
   // Short decisions pass untouched and the count bound still holds.
   const small = new DecisionLog({ capacity: 5 });
   for (let i = 0; i < 12; i++) small.add(fakeDecision(`m${i}`));
-  assert.deepEqual(small.recent(10).map((d) => (d as { reason: string }).reason.match(/m\d+/)?.[0]), ['m11', 'm10', 'm9', 'm8', 'm7']);
+  assert.deepEqual(
+    small.recent(10).map((d) => (d as { reason: string }).reason.match(/m\d+/)?.[0]),
+    ['m11', 'm10', 'm9', 'm8', 'm7'],
+  );
 });

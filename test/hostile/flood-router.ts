@@ -32,7 +32,14 @@ const engine = createServer((req, res) => {
   if (req.url === '/health') return void res.writeHead(200).end();
   req.resume();
   req.on('end', () => {
-    const body = JSON.stringify({ id: 'x', object: 'chat.completion', created: 1, model: 'bench-model', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } });
+    const body = JSON.stringify({
+      id: 'x',
+      object: 'chat.completion',
+      created: 1,
+      model: 'bench-model',
+      choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
+      usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+    });
     res.writeHead(200, { 'content-type': 'application/json' }).end(body);
   });
 });

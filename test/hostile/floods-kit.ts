@@ -39,7 +39,11 @@ export interface FloodRouter {
 
 /** The router of test/hostile/flood-router.ts in its own process, so that its loop and memory are its own. */
 export function startFloodRouter(env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<FloodRouter> {
-  const child = fork(new URL('./flood-router.ts', import.meta.url).pathname, [], { execArgv: ['--import', 'tsx', ...nodeArgs], env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const child = fork(new URL('./flood-router.ts', import.meta.url).pathname, [], {
+    execArgv: ['--import', 'tsx', ...nodeArgs],
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  });
   const report = () =>
     new Promise<FloodRouterReport>((resolve) => {
       child.once('message', (m) => resolve(m as FloodRouterReport));
@@ -76,7 +80,14 @@ function agentFrom(localAddress: string): Agent {
 /** POSTs `body` from `from`; the status (0 when the connection failed). */
 export async function post(url: string, path: string, body: string, from: string, headers: Record<string, string> = {}, timeoutMs = 10_000): Promise<number> {
   try {
-    const r = await request(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body, dispatcher: agentFrom(from), headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+    const r = await request(`${url}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body,
+      dispatcher: agentFrom(from),
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
     await r.body.dump();
     return r.statusCode;
   } catch {
@@ -106,7 +117,10 @@ export interface NormalTraffic {
 
 /** normalTraffic from a child process of its own: a flood sent from this process then does not slow the measurer. */
 export function normalTrafficElsewhere(url: string, from = '127.0.0.1'): Promise<NormalTraffic> {
-  const child = fork(new URL('./normal-traffic.ts', import.meta.url).pathname, [url, from], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const child = fork(new URL('./normal-traffic.ts', import.meta.url).pathname, [url, from], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  });
   const until = (ends: number) =>
     new Promise<number[]>((resolve) => {
       child.once('message', (m) => resolve((m as (number | null)[]).map((l) => l ?? Infinity)));
@@ -172,7 +186,9 @@ export const OPEN_THEN_PIPELINED: Flood = {
     let rounds = 0;
     while (!stop()) {
       rounds++;
-      const sockets = (await Promise.all(Array.from({ length: 500 }, () => socketTo(url, from).catch(() => undefined)))).filter((s): s is Socket => s !== undefined);
+      const sockets = (await Promise.all(Array.from({ length: 500 }, () => socketTo(url, from).catch(() => undefined)))).filter(
+        (s): s is Socket => s !== undefined,
+      );
       const burst = 'GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(2000);
       await Promise.all(
         sockets.map(
@@ -270,7 +286,19 @@ const idle: Flood['run'] = async (_url, stop) => {
   while (!stop()) await new Promise((resolve) => setTimeout(resolve, 100));
 };
 
-export const METRICS_PAGE = (bytes: number): Flood => ({ name: `engine /metrics page of ${(bytes / 1e6).toFixed(1)} MB`, routerEnv: { FLOOD_METRICS_BYTES: String(bytes) }, run: idle });
+export const METRICS_PAGE = (bytes: number): Flood => ({
+  name: `engine /metrics page of ${(bytes / 1e6).toFixed(1)} MB`,
+  routerEnv: { FLOOD_METRICS_BYTES: String(bytes) },
+  run: idle,
+});
 
 /** The floods a client can send, mildest last. */
-export const CLIENT_FLOODS: readonly Flood[] = [PIPELINED_KEYLESS, OPEN_THEN_PIPELINED, KEEP_ALIVE_RATE, KEYLESS_BODIES, KEYED_BODIES, EIGHT_MB_BODIES, HELD_CONNECTIONS];
+export const CLIENT_FLOODS: readonly Flood[] = [
+  PIPELINED_KEYLESS,
+  OPEN_THEN_PIPELINED,
+  KEEP_ALIVE_RATE,
+  KEYLESS_BODIES,
+  KEYED_BODIES,
+  EIGHT_MB_BODIES,
+  HELD_CONNECTIONS,
+];

@@ -10,7 +10,8 @@ import { OPEN_TENANTS, startTestRouter, TEST_KEY, TINY_MODELS, tinyPool } from '
 import { closedWithin, hostPort, openSocket, rawExchange } from './raw-http.ts';
 
 const files = { 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': tinyPool({ replicas: 1 }) };
-const KEYED_TENANTS = 'kind: tenants\ntenants:\n  - { id: t1, tier: free, api_key_sha256: [f3abf2a6cc4f00987743db5f544ba345b4899ae31f326d8ee9c4816de153c9e0] }\n';
+const KEYED_TENANTS =
+  'kind: tenants\ntenants:\n  - { id: t1, tier: free, api_key_sha256: [f3abf2a6cc4f00987743db5f544ba345b4899ae31f326d8ee9c4816de153c9e0] }\n';
 
 function socketFrom(url: string, localAddress: string): Promise<Socket> {
   const { host, port } = hostPort(url);
@@ -44,7 +45,14 @@ test('one client address holding its share of connections: its next ones are clo
       socket.on('error', () => {});
       held.push(socket);
     }
-    const closed = await Promise.all(held.map((s) => closedWithin(s, 1500).then(() => true, () => false)));
+    const closed = await Promise.all(
+      held.map((s) =>
+        closedWithin(s, 1500).then(
+          () => true,
+          () => false,
+        ),
+      ),
+    );
     assert.equal(closed.filter(Boolean).length, 10, 'the 10 past the share of 20 are closed');
     // Another address (the loopback /8 is all ours) is served while the first holds 20.
     const other = await socketFrom(t.url, '127.0.0.2');
@@ -142,13 +150,18 @@ test('an unknown API key with a 4 MB body is refused on the head, before the bod
     for (const authorization of ['Bearer sk-unknown', '']) {
       const socket = await openSocket(t.url);
       const seen = statusesUntilClose(socket, 5000);
-      socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${authorization ? `Authorization: ${authorization}\r\n` : ''}Content-Length: 4000000\r\n\r\n`);
+      socket.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${authorization ? `Authorization: ${authorization}\r\n` : ''}Content-Length: 4000000\r\n\r\n`,
+      );
       const { statuses, closed } = await seen; // no body byte sent
       assert.deepEqual(statuses, [401], authorization);
       assert.ok(closed, 'closed rather than read the body it does not want');
     }
     const chat = JSON.stringify({ model: 'tiny', max_tokens: 1, messages: [{ role: 'user', content: 'hi there' }] });
-    const ok = await rawExchange(t.url, `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer ${TEST_KEY}\r\nConnection: close\r\nContent-Length: ${chat.length}\r\n\r\n${chat}`);
+    const ok = await rawExchange(
+      t.url,
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer ${TEST_KEY}\r\nConnection: close\r\nContent-Length: ${chat.length}\r\n\r\n${chat}`,
+    );
     assert.equal(ok.status, 200, ok.body);
     const metrics = await (await fetch(`${t.adminUrl}/metrics`)).text();
     assert.match(metrics, /switchyard_rejections_total\{reason="invalid_api_key"\} 2/);

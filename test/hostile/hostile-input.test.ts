@@ -45,7 +45,13 @@ async function send(c: HostileCase): Promise<Answer> {
     signal: AbortSignal.timeout(CASE_TIMEOUT_MS),
   });
   const body = await response.text();
-  return { status: response.status, body, contentType: response.headers.get('content-type') ?? '', ms: Date.now() - started, engine: response.headers.has('x-switchyard-replica') };
+  return {
+    status: response.status,
+    body,
+    contentType: response.headers.get('content-type') ?? '',
+    ms: Date.now() - started,
+    engine: response.headers.has('x-switchyard-replica'),
+  };
 }
 
 /** What is wrong with the answer, or undefined. */
@@ -89,7 +95,9 @@ async function runAll(cases: readonly HostileCase[]): Promise<{ problems: string
 }
 
 async function knownRequestRoutes(): Promise<void> {
-  const { data, response } = await t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'still routing?' }], max_tokens: 3 }).withResponse();
+  const { data, response } = await t.client.chat.completions
+    .create({ model: 'tiny', messages: [{ role: 'user', content: 'still routing?' }], max_tokens: 3 })
+    .withResponse();
   assert.equal(data.usage?.completion_tokens, 3);
   assert.match(response.headers.get('x-switchyard-replica') ?? '', /^r[01]$/);
   assert.equal(response.headers.get('x-switchyard-model'), 'tiny@v1');
@@ -117,8 +125,15 @@ test('at least 300 curated hostile requests: each a 2xx or an OpenAI-shaped 4xx,
 });
 
 // Values of any JSON type in the fields the router reads, and any others.
-const anyJson = fc.oneof(fc.jsonValue({ maxDepth: 3 }), fc.fullUnicodeString({ maxLength: 50 }), fc.constantFrom('tiny', 'user', '', null, -1, 0, 2 ** 53, 1e308));
-const message = fc.record({ role: fc.oneof(fc.constantFrom('user', 'system', 'assistant'), anyJson), content: fc.oneof(fc.fullUnicodeString({ maxLength: 200 }), anyJson) }, { requiredKeys: [] });
+const anyJson = fc.oneof(
+  fc.jsonValue({ maxDepth: 3 }),
+  fc.fullUnicodeString({ maxLength: 50 }),
+  fc.constantFrom('tiny', 'user', '', null, -1, 0, 2 ** 53, 1e308),
+);
+const message = fc.record(
+  { role: fc.oneof(fc.constantFrom('user', 'system', 'assistant'), anyJson), content: fc.oneof(fc.fullUnicodeString({ maxLength: 200 }), anyJson) },
+  { requiredKeys: [] },
+);
 const body = fc.record(
   {
     model: fc.oneof(fc.constant('tiny'), anyJson),
@@ -132,9 +147,20 @@ const body = fc.record(
   { requiredKeys: [] },
 );
 // Header values fetch can carry: visible ASCII, trimmed.
-const headerValue = fc.stringOf(fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)), { maxLength: 40 });
+const headerValue = fc.stringOf(
+  fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)),
+  { maxLength: 40 },
+);
 const headers = fc.record(
-  { 'x-deadline-ms': fc.oneof(headerValue, fc.integer().map(String)), 'x-priority': fc.oneof(headerValue, fc.constantFrom('interactive', 'batch')), 'x-conversation-id': headerValue, authorization: fc.oneof(headerValue, headerValue.map((v) => `Bearer ${v}`)) },
+  {
+    'x-deadline-ms': fc.oneof(headerValue, fc.integer().map(String)),
+    'x-priority': fc.oneof(headerValue, fc.constantFrom('interactive', 'batch')),
+    'x-conversation-id': headerValue,
+    authorization: fc.oneof(
+      headerValue,
+      headerValue.map((v) => `Bearer ${v}`),
+    ),
+  },
   { requiredKeys: [] },
 );
 const endpoint = fc.constantFrom('/v1/chat/completions', '/v1/completions', '/v1/embeddings');

@@ -92,10 +92,14 @@ describe('a hostile KV event feed', () => {
     let peakRss = rssBefore;
     const blocked = await longestBlock(async () => {
       await publisher.send(21, 0, 'maximal');
-      await waitFor('the batches to be refused and the feed to connect again', () => {
-        peakRss = Math.max(peakRss, process.memoryUsage().rss);
-        return index.counters.oversized >= 1;
-      }, 120_000);
+      await waitFor(
+        'the batches to be refused and the feed to connect again',
+        () => {
+          peakRss = Math.max(peakRss, process.memoryUsage().rss);
+          return index.counters.oversized >= 1;
+        },
+        120_000,
+      );
       await feed.connected('e');
     });
     // The subscription reaches the publisher before anything is sent (a PUB drops what comes before).
@@ -118,12 +122,19 @@ describe('a hostile KV event feed', () => {
     warnings.length = 0;
     await publisher.send(['kv-events', seqFrame(0), Buffer.alloc(17 * 1024 * 1024)]);
     await waitFor('the reconnect', () => index.counters.oversized === 1, 20_000);
-    assert.ok(warnings.some((w) => /size bound/.test(w)), warnings.join('; '));
+    assert.ok(
+      warnings.some((w) => /size bound/.test(w)),
+      warnings.join('; '),
+    );
     // The publisher's next batches reach the index again.
-    await waitFor('a batch after the reconnect', () => {
-      void publisher.send(['kv-events', seqFrame(1), packr.pack([1, [storedRun(0, 4)], 0])]);
-      return index.blockCount('e') === 4;
-    }, 20_000);
+    await waitFor(
+      'a batch after the reconnect',
+      () => {
+        void publisher.send(['kv-events', seqFrame(1), packr.pack([1, [storedRun(0, 4)], 0])]);
+        return index.blockCount('e') === 4;
+      },
+      20_000,
+    );
   });
 
   it('a sequence gap is filled from the engine’s replay socket, as vLLM serves it', async () => {

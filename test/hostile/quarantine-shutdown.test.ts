@@ -24,12 +24,21 @@ export default {
 
 const PLUGINS = {
   looper: { reason: 'stuck', code: plugin('looper', 'for (;;) {}') },
-  hoarder: { reason: 'memory', code: plugin('hoarder', "kept.push(new Array(2_621_440).fill(kept.length + 0.5)); return { replica: candidates[0].id, reason: 'hoarding' };", 'const kept = [];') },
+  hoarder: {
+    reason: 'memory',
+    code: plugin(
+      'hoarder',
+      "kept.push(new Array(2_621_440).fill(kept.length + 0.5)); return { replica: candidates[0].id, reason: 'hoarding' };",
+      'const kept = [];',
+    ),
+  },
   chatty: { reason: 'flooding', code: plugin('chatty', "for (let i = 0; i < 5000; i++) console.log('spam', i); return { pass: true, reason: 'said a lot' };") },
   quitter: { reason: 'crashed', code: plugin('quitter', 'process.exit(3);') },
 } as const;
 
-test('SIGTERM after plugins were quarantined (stuck, memory, flooding, crashed) with a keep-alive client connected: the router exits 0 at once', { timeout: 240_000 }, async () => {
+test('SIGTERM after plugins were quarantined (stuck, memory, flooding, crashed) with a keep-alive client connected: the router exits 0 at once', {
+  timeout: 240_000,
+}, async () => {
   const dir = mkdtempSync(join(tmpdir(), 'sy-quarantine-stop-'));
   mkdirSync(join(dir, 'plugins'));
   const names = Object.keys(PLUGINS) as (keyof typeof PLUGINS)[];
@@ -42,7 +51,11 @@ test('SIGTERM after plugins were quarantined (stuck, memory, flooding, crashed) 
     `kind: pools\npools:\n${names.map((n) => `  - name: p-${n}\n    model: m-${n}\n    version: v1\n    strategies: [${n}, round-robin]\n    replicas:\n      - { id: ${n}-0, url: "emulate://tiny" }\n`).join('')}`,
   );
   const [port, adminPort] = [await freePort(), await freePort()];
-  const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--emulator-speed', '20'], { env: { NODE_OPTIONS: '' } });
+  const router = startChild(
+    process.execPath,
+    [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--emulator-speed', '20'],
+    { env: { NODE_OPTIONS: '' } },
+  );
   const url = `http://127.0.0.1:${port}`;
   // One keep-alive connection, as an SDK client holds it.
   const client = new Agent({ connections: 1, keepAliveTimeout: 60_000 });
@@ -53,10 +66,17 @@ test('SIGTERM after plugins were quarantined (stuck, memory, flooding, crashed) 
       await waitUntil(
         `${name} to be quarantined (${PLUGINS[name].reason})`,
         async () => {
-          const r = await request(`${url}/v1/completions`, { method: 'POST', dispatcher: client, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: `m-${name}`, prompt: 'hello there', max_tokens: 1 }) });
+          const r = await request(`${url}/v1/completions`, {
+            method: 'POST',
+            dispatcher: client,
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ model: `m-${name}`, prompt: 'hello there', max_tokens: 1 }),
+          });
           await r.body.dump();
           assert.equal(r.statusCode, 200, `${name}: the chain routes on`);
-          return new RegExp(`switchyard_plugin_quarantined\\{plugin="${name}",reason="${PLUGINS[name].reason}"\\} 1`).test(await metricsText()) ? true : undefined;
+          return new RegExp(`switchyard_plugin_quarantined\\{plugin="${name}",reason="${PLUGINS[name].reason}"\\} 1`).test(await metricsText())
+            ? true
+            : undefined;
         },
         90_000,
         router,

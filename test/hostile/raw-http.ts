@@ -46,7 +46,13 @@ export async function rawExchange(url: string, bytes: string | Buffer, timeoutMs
       const split = text.indexOf('\r\n\r\n');
       const head = split < 0 ? text : text.slice(0, split);
       const match = /^HTTP\/1\.[01] (\d{3})/.exec(head);
-      resolve({ status: match ? Number(match[1]) : undefined, head, body: split < 0 ? '' : data.subarray(Buffer.byteLength(text.slice(0, split + 4), 'latin1')).toString('utf8'), ms: Date.now() - started, closed });
+      resolve({
+        status: match ? Number(match[1]) : undefined,
+        head,
+        body: split < 0 ? '' : data.subarray(Buffer.byteLength(text.slice(0, split + 4), 'latin1')).toString('utf8'),
+        ms: Date.now() - started,
+        closed,
+      });
       socket.destroy();
     };
     const timer = setTimeout(() => {

@@ -17,8 +17,13 @@ const files = { 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools
 test('a tool schema with a property named __proto__ is accepted and answered, and pollutes nothing', async () => {
   const t = await startTestRouter(files);
   try {
-    const text = '{"model":"tiny","max_tokens":2,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"__proto__":{"type":"string"},"constructor":{"type":"object","properties":{"prototype":{"type":"string"}}}}}}}]}';
-    const response = await fetch(`${t.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_KEY}` }, body: text });
+    const text =
+      '{"model":"tiny","max_tokens":2,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"__proto__":{"type":"string"},"constructor":{"type":"object","properties":{"prototype":{"type":"string"}}}}}}}]}';
+    const response = await fetch(`${t.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_KEY}` },
+      body: text,
+    });
     assert.equal(response.status, 200, await response.clone().text());
     assert.equal(({} as Record<string, unknown>).type, undefined, 'Object.prototype untouched');
     assert.equal(Object.getPrototypeOf({}), Object.prototype);
@@ -39,11 +44,15 @@ test('a body over the limit: the official client and node:http see the 413, whet
     });
     // Chunked: no Content-Length to judge by; the limit is met while reading.
     const chunked = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = httpRequest(`${t.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }, (res) => {
-        let body = '';
-        res.on('data', (c) => (body += c));
-        res.on('end', () => resolve({ status: res.statusCode!, body }));
-      });
+      const req = httpRequest(
+        `${t.url}/v1/chat/completions`,
+        { method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } },
+        (res) => {
+          let body = '';
+          res.on('data', (c) => (body += c));
+          res.on('end', () => resolve({ status: res.statusCode!, body }));
+        },
+      );
       req.on('error', reject);
       req.write(`{"model":"tiny","messages":[{"role":"user","content":"`);
       for (let i = 0; i < 400; i++) req.write('y'.repeat(64 * 1024));
@@ -77,7 +86,11 @@ test('refused before routing (a schema 400, a 404, an HTTP parse error): each wr
     const parse = await rawExchange(t.url, 'GET /v1/models HTTP/1.1\r\nHost: x\r\nBad Header: x\r\n\r\n');
     assert.equal(parse.status, 400);
     // pino writes asynchronously: wait for the lines (generously: the machine may be loaded).
-    await until(() => logged('refused before routing').length >= 2 && logged('no such route').length >= 1 && logged('not valid HTTP; connection closed').length >= 1, 10_000, 'the log lines');
+    await until(
+      () => logged('refused before routing').length >= 2 && logged('no such route').length >= 1 && logged('not valid HTTP; connection closed').length >= 1,
+      10_000,
+      'the log lines',
+    );
     const refused = logged('refused before routing');
     assert.equal(refused.length, 2, JSON.stringify(lines));
     assert.equal(refused[0].status, 400);
@@ -98,7 +111,11 @@ test('refused before routing (a schema 400, a 404, an HTTP parse error): each wr
     // What a window dropped is counted on the next line that goes out: one more 404, a second later, carries it.
     assert.equal((await fetch(`${t.url}/after-the-flood`)).status, 404);
     await until(() => logged('no such route').some((l) => l.path === '/after-the-flood'), 10_000, 'the line after the flood');
-    if (flood.length < 301) assert.ok(logged('no such route').some((l) => Number(l.linesDropped) > 0), 'dropped lines are counted');
+    if (flood.length < 301)
+      assert.ok(
+        logged('no such route').some((l) => Number(l.linesDropped) > 0),
+        'dropped lines are counted',
+      );
   } finally {
     await t.close();
   }

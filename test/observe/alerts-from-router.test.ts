@@ -50,12 +50,17 @@ function withTargetLabels(series: string): string {
 
 const promValue = (v: string) => (v === '+Inf' ? 'Inf' : v === '-Inf' ? '-Inf' : v);
 
-test('the alerts fire on the series a running router exports: a refused change, files not live, a quarantined plugin, refused retries', { timeout: 120_000 }, async (t) => {
+test('the alerts fire on the series a running router exports: a refused change, files not live, a quarantined plugin, refused retries', {
+  timeout: 120_000,
+}, async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'sy-alerts-'));
   const dropper = await droppingEngine();
   const droppingUrl = `http://127.0.0.1:${(dropper.address() as { port: number }).port}`;
   mkdirSync(join(dir, 'plugins'));
-  writeFileSync(join(dir, 'plugins', 'looper.mjs'), "export default { name: 'looper', version: '1.0.0', sdk: '^1', create: () => ({ pick() { for (;;) {} } }) };\n");
+  writeFileSync(
+    join(dir, 'plugins', 'looper.mjs'),
+    "export default { name: 'looper', version: '1.0.0', sdk: '^1', create: () => ({ pick() { for (;;) {} } }) };\n",
+  );
   writeFileSync(join(dir, 'models.yaml'), TINY_MODELS);
   writeFileSync(join(dir, 'tenants.yaml'), OPEN_TENANTS);
   writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\nplugin_dirs: [plugins]\n');
@@ -91,11 +96,19 @@ test('the alerts fire on the series a running router exports: a refused change, 
   writeFileSync(join(dir, 'rules.yaml'), 'kind: rules\npool_rules: [ {');
   assert.equal((await store.reload('test')).result, 'refused');
   // Requests: half go to the engine that drops them (not retried: max_retries 0); the looper gets quarantined.
-  const send = () => fetch(`${router.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 1 }) }).then((r) => r.arrayBuffer());
+  const send = () =>
+    fetch(`${router.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 1 }),
+    }).then((r) => r.arrayBuffer());
   for (let i = 0; i < 16; i++) await send();
   await until(() => store.status().plugins.some((p) => p.isolation?.state === 'quarantined'), 20_000, 'the looper to be quarantined');
   const after = await scrape();
-  assert.ok(Number(after.get('switchyard_retries_refused_total{pool="tiny@v1/general",reason="attempts"}')) > 5, [...after.keys()].filter((k) => k.includes('retries')).join('\n'));
+  assert.ok(
+    Number(after.get('switchyard_retries_refused_total{pool="tiny@v1/general",reason="attempts"}')) > 5,
+    [...after.keys()].filter((k) => k.includes('retries')).join('\n'),
+  );
 
   // Every series of every metric the rules read, exactly as exported: before at 0m, after from 1m on.
   const rules = readFileSync(RULES, 'utf8');

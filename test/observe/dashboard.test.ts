@@ -30,7 +30,10 @@ function requirePrometheus(): void {
 function droppingEngine(): Promise<Server> {
   const server = createServer((req, res) => {
     if (req.method === 'GET' && req.url === '/health') return void res.end('ok');
-    if (req.method === 'GET' && req.url === '/metrics') return void res.end('vllm:num_requests_running{model_name="tiny"} 0\nvllm:num_requests_waiting{model_name="tiny"} 0\nvllm:kv_cache_usage_perc{model_name="tiny"} 0\n');
+    if (req.method === 'GET' && req.url === '/metrics')
+      return void res.end(
+        'vllm:num_requests_running{model_name="tiny"} 0\nvllm:num_requests_waiting{model_name="tiny"} 0\nvllm:kv_cache_usage_perc{model_name="tiny"} 0\n',
+      );
     if (req.method === 'GET') return void res.writeHead(404).end();
     req.socket.destroy();
   });
@@ -39,9 +42,18 @@ function droppingEngine(): Promise<Server> {
 
 function writePolicy(dir: string, droppingUrl: string, revision: number, rulesBroken = false): void {
   mkdirSync(join(dir, 'plugins'), { recursive: true });
-  writeFileSync(join(dir, 'plugins', 'thrower.mjs'), "export default { name: 'thrower', version: '1.0.0', sdk: '^1', create: () => ({ pick() { throw new Error('always'); } }) };\n");
-  writeFileSync(join(dir, 'settings.yaml'), `kind: settings\nplugin_dirs: [plugins]\nscrape_interval_ms: 200\nhealth_interval_ms: 200\ndefault_max_tokens: ${64 + revision}\n`);
-  writeFileSync(join(dir, 'models.yaml'), 'kind: models\nmodels:\n  - id: tiny\n    versions: [{ version: v1 }]\n  - id: small\n    versions: [{ version: v2.0.0 }]\n');
+  writeFileSync(
+    join(dir, 'plugins', 'thrower.mjs'),
+    "export default { name: 'thrower', version: '1.0.0', sdk: '^1', create: () => ({ pick() { throw new Error('always'); } }) };\n",
+  );
+  writeFileSync(
+    join(dir, 'settings.yaml'),
+    `kind: settings\nplugin_dirs: [plugins]\nscrape_interval_ms: 200\nhealth_interval_ms: 200\ndefault_max_tokens: ${64 + revision}\n`,
+  );
+  writeFileSync(
+    join(dir, 'models.yaml'),
+    'kind: models\nmodels:\n  - id: tiny\n    versions: [{ version: v1 }]\n  - id: small\n    versions: [{ version: v2.0.0 }]\n',
+  );
   writeFileSync(
     join(dir, 'tenants.yaml'),
     `kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free, api_key_sha256: [${sha256(OPEN_KEY)}] }\n  - { id: tight, tier: free, api_key_sha256: [${sha256(QUOTA_KEY)}], quotas: { requests_per_minute: 2 } }\n`,
@@ -90,7 +102,9 @@ function parseLabelValues(definition: string): [string, string] {
   return [m[1], m[2]];
 }
 
-test('every panel of the Grafana dashboard returns data for every value of its variables, from a real Prometheus scraping a router under load', { timeout: 120_000 }, async (t) => {
+test('every panel of the Grafana dashboard returns data for every value of its variables, from a real Prometheus scraping a router under load', {
+  timeout: 120_000,
+}, async (t) => {
   requirePrometheus();
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-dashboard-'));
   const children: Child[] = [];
@@ -107,7 +121,20 @@ test('every panel of the Grafana dashboard returns data for every value of its v
   writePolicy(policies, droppingUrl, 0);
   const routerPort = await freePort();
   const adminPort = await freePort();
-  const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', policies, '--port', String(routerPort), '--admin-port', String(adminPort), '--emulator-speed', '20', '--log-level', 'warn']);
+  const router = startChild(process.execPath, [
+    SWITCHYARD_BIN,
+    'serve',
+    '--policies',
+    policies,
+    '--port',
+    String(routerPort),
+    '--admin-port',
+    String(adminPort),
+    '--emulator-speed',
+    '20',
+    '--log-level',
+    'warn',
+  ]);
   children.push(router);
   const routerUrl = `http://127.0.0.1:${routerPort}`;
   await waitUntil('the router to be ready', async () => ((await fetch(`${routerUrl}/readyz`)).ok ? true : undefined), 30_000, router);
@@ -125,7 +152,12 @@ test('every panel of the Grafana dashboard returns data for every value of its v
   ]);
   children.push(prometheus);
   const promUrl = `http://127.0.0.1:${promPort}`;
-  await waitUntil('Prometheus to scrape the router', async () => ((await query(promUrl, 'up{job="switchyard"} == 1')).data.result.length > 0 ? true : undefined), 30_000, prometheus);
+  await waitUntil(
+    'Prometheus to scrape the router',
+    async () => ((await query(promUrl, 'up{job="switchyard"} == 1')).data.result.length > 0 ? true : undefined),
+    30_000,
+    prometheus,
+  );
 
   // Traffic: ordinary requests (some land on the dropping engine and are
   // retried), a tenant over its quota, and a strategy that always throws.
@@ -136,13 +168,26 @@ test('every panel of the Grafana dashboard returns data for every value of its v
   const failures = answered.flatMap((r) => (r.status === 'rejected' ? [String(r.reason)] : []));
   assert.ok(failures.length <= 4, `the router answers while one engine drops requests: ${failures.join('; ')}`);
   const limited = await Promise.allSettled(Array.from({ length: 6 }, () => ask(tight)));
-  assert.ok(limited.some((r) => r.status === 'rejected' && (r.reason as { status?: number }).status === 429), 'the tight tenant meets its quota');
+  assert.ok(
+    limited.some((r) => r.status === 'rejected' && (r.reason as { status?: number }).status === 429),
+    'the tight tenant meets its quota',
+  );
 
   // Reloads: a refused one (broken rules) and a good one (the fix).
   writePolicy(policies, droppingUrl, 0, true);
-  await waitUntil('a refused reload', async () => ((await query(promUrl, 'switchyard_policy_reloads_total{result="refused"} > 0')).data.result.length > 0 ? true : undefined), 30_000, router);
+  await waitUntil(
+    'a refused reload',
+    async () => ((await query(promUrl, 'switchyard_policy_reloads_total{result="refused"} > 0')).data.result.length > 0 ? true : undefined),
+    30_000,
+    router,
+  );
   writePolicy(policies, droppingUrl, 1);
-  await waitUntil('a good reload', async () => ((await query(promUrl, 'switchyard_policy_reloads_total{result="live"} > 1')).data.result.length > 0 ? true : undefined), 30_000, router);
+  await waitUntil(
+    'a good reload',
+    async () => ((await query(promUrl, 'switchyard_policy_reloads_total{result="live"} > 1')).data.result.length > 0 ? true : undefined),
+    30_000,
+    router,
+  );
   await Promise.allSettled([...Array.from({ length: 8 }, () => ask(anonymous)), ...Array.from({ length: 4 }, () => ask(anonymous, 'small'))]);
   // Two more scrapes, so that every rate has two samples after the traffic.
   await new Promise((resolve) => setTimeout(resolve, 2500));
@@ -181,7 +226,8 @@ test('every panel of the Grafana dashboard returns data for every value of its v
           const values = result.data.result.map((r) => Number(r.value[1])).filter((v) => !Number.isNaN(v));
           if (values.length === 0) empty.push(`${panel.title} (instance=${instance}, pool=${pool}): ${expr}`);
           // A pool picked shows that pool only.
-          if (pool !== '$__all') for (const r of result.data.result) if (r.metric.pool !== undefined) assert.equal(r.metric.pool, pool, `${panel.title}: ${expr}`);
+          if (pool !== '$__all')
+            for (const r of result.data.result) if (r.metric.pool !== undefined) assert.equal(r.metric.pool, pool, `${panel.title}: ${expr}`);
         }
       }
     }

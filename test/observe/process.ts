@@ -52,7 +52,9 @@ export async function waitUntil<T>(what: string, probe: () => Promise<T | undefi
     const value = await probe().catch(() => undefined);
     if (value !== undefined) return value;
     if (child && (child.process.exitCode !== null || child.process.signalCode !== null)) {
-      throw new Error(`gave up waiting for ${what}: the process exited (${child.process.exitCode ?? child.process.signalCode})\n--- output ---\n${child.output()}`);
+      throw new Error(
+        `gave up waiting for ${what}: the process exited (${child.process.exitCode ?? child.process.signalCode})\n--- output ---\n${child.output()}`,
+      );
     }
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${child ? `\n--- output ---\n${child.output()}` : ''}`);
     await new Promise((resolve) => setTimeout(resolve, 200));

@@ -13,14 +13,35 @@ import { freePort, startChild, SWITCHYARD_BIN, waitUntil } from './process.ts';
 async function modulesLoaded(dir: string, args: string[]): Promise<string[]> {
   const log = join(dir, `modules-${args.length}.txt`);
   const hooks = join(dir, 'hooks.mjs');
-  writeFileSync(hooks, `import { appendFileSync } from 'node:fs';\nexport async function resolve(specifier, context, next) {\n  const resolved = await next(specifier, context);\n  appendFileSync(${JSON.stringify(log)}, resolved.url + '\\n');\n  return resolved;\n}\n`);
+  writeFileSync(
+    hooks,
+    `import { appendFileSync } from 'node:fs';\nexport async function resolve(specifier, context, next) {\n  const resolved = await next(specifier, context);\n  appendFileSync(${JSON.stringify(log)}, resolved.url + '\\n');\n  return resolved;\n}\n`,
+  );
   writeFileSync(join(dir, 'register.mjs'), `import { register } from 'node:module';\nregister(${JSON.stringify(`file://${hooks}`)});\n`);
   const port = await freePort();
-  const child = startChild(process.execPath, ['--import', join(dir, 'register.mjs'), SWITCHYARD_BIN, 'serve', '--policies', join(dir, 'policies'), '--port', String(port), '--admin-port', '0', '--log-level', 'warn', ...args]);
+  const child = startChild(process.execPath, [
+    '--import',
+    join(dir, 'register.mjs'),
+    SWITCHYARD_BIN,
+    'serve',
+    '--policies',
+    join(dir, 'policies'),
+    '--port',
+    String(port),
+    '--admin-port',
+    '0',
+    '--log-level',
+    'warn',
+    ...args,
+  ]);
   try {
     await waitUntil('serve to answer', async () => ((await fetch(`http://127.0.0.1:${port}/readyz`)).ok ? true : undefined), 45_000, child);
     // A request too: the request path must not load it either.
-    await fetch(`http://127.0.0.1:${port}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 1 }) });
+    await fetch(`http://127.0.0.1:${port}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 1 }),
+    });
   } finally {
     await child.stop();
   }
@@ -33,12 +54,23 @@ test('serve loads OpenTelemetry only with --tracing', { timeout: 120_000 }, asyn
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const policies = join(dir, 'policies');
   (await import('node:fs')).mkdirSync(policies);
-  for (const [name, text] of Object.entries({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': tinyPool({ replicas: 1 }) })) writeFileSync(join(policies, name), text);
+  for (const [name, text] of Object.entries({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': tinyPool({ replicas: 1 }) }))
+    writeFileSync(join(policies, name), text);
 
   const off = await modulesLoaded(dir, []);
-  assert.ok(off.some((url) => url.includes('/dist/core/serve/server.js')), 'the hook saw the router load');
-  assert.deepEqual(off.filter((url) => url.includes('@opentelemetry')), [], 'no OpenTelemetry module without --tracing');
+  assert.ok(
+    off.some((url) => url.includes('/dist/core/serve/server.js')),
+    'the hook saw the router load',
+  );
+  assert.deepEqual(
+    off.filter((url) => url.includes('@opentelemetry')),
+    [],
+    'no OpenTelemetry module without --tracing',
+  );
 
   const on = await modulesLoaded(dir, ['--tracing', 'console', '--tracing-sample-ratio', '0']);
-  assert.ok(on.some((url) => url.includes('@opentelemetry/sdk-trace-base')), 'with --tracing, the SDK is loaded');
+  assert.ok(
+    on.some((url) => url.includes('@opentelemetry/sdk-trace-base')),
+    'with --tracing, the SDK is loaded',
+  );
 });

@@ -24,7 +24,17 @@ async function fakeEngine(status: number): Promise<FakeEngine> {
     req.resume();
     req.on('end', () => {
       res.writeHead(status, { 'content-type': 'application/json' });
-      res.end(status === 200 ? JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'tiny', choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }] }) : '{"error":{"message":"boom"}}');
+      res.end(
+        status === 200
+          ? JSON.stringify({
+              id: 'x',
+              object: 'chat.completion',
+              created: 0,
+              model: 'tiny',
+              choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }],
+            })
+          : '{"error":{"message":"boom"}}',
+      );
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -34,19 +44,29 @@ async function fakeEngine(status: number): Promise<FakeEngine> {
 const pools = (failing: string, healthy: string) =>
   `kind: pools\npools:\n  - name: general\n    model: tiny\n    version: v1\n    strategies: [round-robin]\n    replicas:\n      - { id: bad, url: "${failing}" }\n      - { id: good, url: "${healthy}" }\n`;
 
-test('a traced request: server span from the client traceparent, a decision span, a GenAI client span per attempt, traceparent to the engine', { timeout: 60_000 }, async (t) => {
+test('a traced request: server span from the client traceparent, a decision span, a GenAI client span per attempt, traceparent to the engine', {
+  timeout: 60_000,
+}, async (t) => {
   const exporter = new InMemorySpanExporter();
   const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
   const bad = await fakeEngine(500);
   const good = await fakeEngine(200);
-  const router = await startTestRouter({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools(bad.url, good.url) }, { tracer: provider.getTracer('test') });
+  const router = await startTestRouter(
+    { 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools(bad.url, good.url) },
+    { tracer: provider.getTracer('test') },
+  );
   t.after(async () => {
     await router.close();
     bad.server.close();
     good.server.close();
     await provider.shutdown();
   });
-  await until(async () => ((await (await fetch(`${router.adminUrl}/admin/state`)).json()) as { replicas: { health: string }[] }).replicas.every((r) => r.health === 'ready'), 10_000, 'replicas ready');
+  await until(
+    async () =>
+      ((await (await fetch(`${router.adminUrl}/admin/state`)).json()) as { replicas: { health: string }[] }).replicas.every((r) => r.health === 'ready'),
+    10_000,
+    'replicas ready',
+  );
 
   const clientTrace = '0af7651916cd43dd8448eb211c80319c';
   const clientSpan = 'b7ad6b7169203331';
@@ -54,7 +74,12 @@ test('a traced request: server span from the client traceparent, a decision span
   for (let i = 0; i < 2; i++) {
     const response = await fetch(`${router.url}/v1/chat/completions`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-test', traceparent: `00-${clientTrace}-${clientSpan}-01`, 'x-conversation-id': `c-${i}` },
+      headers: {
+        'content-type': 'application/json',
+        authorization: 'Bearer sk-test',
+        traceparent: `00-${clientTrace}-${clientSpan}-01`,
+        'x-conversation-id': `c-${i}`,
+      },
       body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 7 }),
     });
     assert.equal(response.status, 200);
@@ -77,7 +102,9 @@ test('a traced request: server span from the client traceparent, a decision span
   assert.ok(decide, 'a decision span');
   assert.equal(decide!.attributes['switchyard.strategy'], 'round-robin');
   assert.equal(decide!.attributes['gen_ai.request.model'], 'tiny');
-  const attempts = childrenOf(retried!).filter((c) => c.kind === SpanKind.CLIENT).sort((a, b) => Number(a.attributes['switchyard.attempt']) - Number(b.attributes['switchyard.attempt']));
+  const attempts = childrenOf(retried!)
+    .filter((c) => c.kind === SpanKind.CLIENT)
+    .sort((a, b) => Number(a.attributes['switchyard.attempt']) - Number(b.attributes['switchyard.attempt']));
   for (const a of attempts) {
     assert.equal(a.name, 'chat tiny');
     assert.equal(a.attributes['gen_ai.operation.name'], 'chat');
@@ -85,7 +112,10 @@ test('a traced request: server span from the client traceparent, a decision span
     assert.equal(a.attributes['gen_ai.request.max_tokens'], 7);
     assert.equal(a.attributes['server.address'], '127.0.0.1');
   }
-  assert.deepEqual(attempts.map((a) => a.attributes['switchyard.replica']), ['bad', 'good']);
+  assert.deepEqual(
+    attempts.map((a) => a.attributes['switchyard.replica']),
+    ['bad', 'good'],
+  );
   assert.equal(attempts[0].status.code, SpanStatusCode.ERROR);
   assert.equal(attempts[0].attributes['http.response.status_code'], 500);
   assert.notEqual(attempts[1].status.code, SpanStatusCode.ERROR);
@@ -98,12 +128,18 @@ test('a traced request: server span from the client traceparent, a decision span
 
 test('tracing off: the engine gets no traceparent and the router runs no tracing code', { timeout: 60_000 }, async (t) => {
   const good = await fakeEngine(200);
-  const router = await startTestRouter({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools(good.url, good.url).replace(/id: good, url: "[^"]+"/, 'id: good, url: "http://127.0.0.1:9"') });
+  const router = await startTestRouter({
+    'models.yaml': TINY_MODELS,
+    'tenants.yaml': OPEN_TENANTS,
+    'pools.yaml': pools(good.url, good.url).replace(/id: good, url: "[^"]+"/, 'id: good, url: "http://127.0.0.1:9"'),
+  });
   t.after(async () => {
     await router.close();
     good.server.close();
   });
-  await router.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }] }, { headers: { 'x-conversation-id': 'off' } }).catch(() => undefined);
+  await router.client.chat.completions
+    .create({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }] }, { headers: { 'x-conversation-id': 'off' } })
+    .catch(() => undefined);
   await until(() => good.seen.length > 0, 10_000, 'the engine to be asked');
   assert.equal(good.seen[0].traceparent, undefined);
 });

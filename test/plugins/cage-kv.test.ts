@@ -57,7 +57,10 @@ test('precise-prefix, a KV-event strategy, picks the same caged as inline over t
       return out;
     };
     const expected = answers(inline);
-    assert.ok(expected.some((a) => a && 'replica' in a && /holds/.test(a.reason)), 'inline picks by the index at least once');
+    assert.ok(
+      expected.some((a) => a && 'replica' in a && /holds/.test(a.reason)),
+      'inline picks by the index at least once',
+    );
     assert.deepEqual(answers(caged), expected);
   } finally {
     for (const l of loaders) await l.close();
@@ -90,7 +93,10 @@ test('a caged plugin sees ctx.kvIndex (both lookups) and promptTokenIds as an in
     const index: KvIndexView = {
       longestPrefix(hashes): readonly CachedPrefix[] {
         seen.push({ hashes: [...hashes], ids: [] });
-        return [{ replica: 'a', blocks: hashes.length, ageMs: 12 }, { replica: 'b', blocks: 0, ageMs: Infinity }];
+        return [
+          { replica: 'a', blocks: hashes.length, ageMs: 12 },
+          { replica: 'b', blocks: 0, ageMs: Infinity },
+        ];
       },
       longestPrefixOfTokens(ids, adapter): readonly CachedPrefix[] {
         seen.push({ hashes: [], ids: Array.from(ids), adapter });

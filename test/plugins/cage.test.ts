@@ -92,7 +92,10 @@ function replay(definition: StrategyDefinition, seedRandom: () => number, steps:
   return answers;
 }
 
-for (const [name, source] of [['least-kv (the example plugin)', 'least-kv.ts'], ['a probe of every request field, hooks and the clock', 'probe.mjs']] as const) {
+for (const [name, source] of [
+  ['least-kv (the example plugin)', 'least-kv.ts'],
+  ['a probe of every request field, hooks and the clock', 'probe.mjs'],
+] as const) {
   test(`caged and inline give the same answers: ${name}`, async () => {
     const dir = tempDir();
     const path = source === 'least-kv.ts' ? join(dir, source) : write(join(dir, source), PROBE);
@@ -150,12 +153,18 @@ test('state handed over on a reload crosses from the old worker to the new one',
 test('twelve plugins starting at once all load: the workers set up side by side without tripping each other', async () => {
   const dir = tempDir('switchyard-cage-many-');
   const files = Array.from({ length: 12 }, (_, i) =>
-    write(join(dir, `many-${i}.mjs`), `export default { name: 'many-${i}', version: '1.0.0', sdk: '^1', create() { return { pick: (_r, c) => ({ replica: c[0].id, reason: 'many ${i}' }) }; } };\n`),
+    write(
+      join(dir, `many-${i}.mjs`),
+      `export default { name: 'many-${i}', version: '1.0.0', sdk: '^1', create() { return { pick: (_r, c) => ({ replica: c[0].id, reason: 'many ${i}' }) }; } };\n`,
+    ),
   );
   const loader = new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: tempDir('switchyard-cage-cache-'), cage: { callTimeoutMs: 5000 } });
   try {
     const loaded = await Promise.all(files.map((file) => loader.loadFile(file)));
-    assert.deepEqual(loaded.flatMap((l) => l.problems.map((p) => p.message)), []);
+    assert.deepEqual(
+      loaded.flatMap((l) => l.problems.map((p) => p.message)),
+      [],
+    );
     assert.equal(loaded.filter((l) => l.plugin?.cage).length, 12);
   } finally {
     await loader.close();

@@ -69,14 +69,23 @@ test('a slow strategy fails the budget; a generous budget lets it pass', () => {
       };
     },
   };
-  assert.deepEqual(runConformance(slow, { budgetPicks: 50, steps: 20 }).map((f) => f.check), ['budget']);
+  assert.deepEqual(
+    runConformance(slow, { budgetPicks: 50, steps: 20 }).map((f) => f.check),
+    ['budget'],
+  );
   assert.deepEqual(runConformance(slow, { budgetPicks: 50, steps: 20, budgetMs: 1000 }), []);
 });
 
 test('wrong shape, an incompatible sdk range and config defaults that fail the schema are reported', () => {
-  assert.deepEqual(runConformance({ name: 'x' } as never).map((f) => f.check), ['shape', 'shape', 'shape']);
+  assert.deepEqual(
+    runConformance({ name: 'x' } as never).map((f) => f.check),
+    ['shape', 'shape', 'shape'],
+  );
   const future: StrategyDefinition = { ...base, sdk: '^2', name: 'future', create: () => ({ pick: () => null }) };
-  assert.deepEqual(runConformance(future).map((f) => f.check), ['sdk-range']);
+  assert.deepEqual(
+    runConformance(future).map((f) => f.check),
+    ['sdk-range'],
+  );
   const badDefault: StrategyDefinition = {
     ...base,
     name: 'bad-default',

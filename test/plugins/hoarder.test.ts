@@ -39,9 +39,13 @@ for (const [what, keep] of [
     writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\nplugin_dirs: [plugins]\ndecision_headers: full\n');
     writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 2, strategies: '[hoarder, round-robin]' }));
     const [port, adminPort] = [await freePort(), await freePort()];
-    const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--emulator-speed', '20'], {
-      env: { NODE_OPTIONS: '' },
-    });
+    const router = startChild(
+      process.execPath,
+      [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--emulator-speed', '20'],
+      {
+        env: { NODE_OPTIONS: '' },
+      },
+    );
     const url = `http://127.0.0.1:${port}`;
     const alive = () => router.process.exitCode === null && router.process.signalCode === null;
     try {
@@ -53,7 +57,11 @@ for (const [what, keep] of [
           headers: { 'content-type': 'application/json' },
           body: JSON.stringify({ model: 'tiny', prompt: 'hello there', max_tokens: 1 }),
           signal: AbortSignal.timeout(30_000),
-        }).catch((error: Error) => assert.fail(`request ${i}: ${error.message} (the router ${alive() ? 'is up' : `exited: ${router.process.exitCode ?? router.process.signalCode}`})\n${router.output()}`));
+        }).catch((error: Error) =>
+          assert.fail(
+            `request ${i}: ${error.message} (the router ${alive() ? 'is up' : `exited: ${router.process.exitCode ?? router.process.signalCode}`})\n${router.output()}`,
+          ),
+        );
         await response.arrayBuffer();
         assert.equal(response.status, 200, `request ${i}`);
         reasons.push(response.headers.get('x-switchyard-reason') ?? '');
@@ -71,7 +79,12 @@ for (const [what, keep] of [
         router,
       );
       assert.doesNotMatch(metrics, /reason="crashed"/);
-      await waitUntil('the quarantine log line', async () => (/plugin \S*hoarder\.mjs quarantined \((memory|stuck)\)/.test(router.output()) ? true : undefined), 10_000, router);
+      await waitUntil(
+        'the quarantine log line',
+        async () => (/plugin \S*hoarder\.mjs quarantined \((memory|stuck)\)/.test(router.output()) ? true : undefined),
+        10_000,
+        router,
+      );
 
       const stopping = performance.now();
       await router.stop();

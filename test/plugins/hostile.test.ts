@@ -68,7 +68,9 @@ async function send(t: TestRouter): Promise<{ status: number; ms: number; reason
   return { status: response.status, ms: performance.now() - started, reason: response.headers.get('x-switchyard-reason') ?? '', headers: response.headers };
 }
 
-async function adminState(t: TestRouter): Promise<{ policy: { plugins: { name: string; isolation?: { state: string; quarantine?: { reason: string; detail: string } } }[] } }> {
+async function adminState(
+  t: TestRouter,
+): Promise<{ policy: { plugins: { name: string; isolation?: { state: string; quarantine?: { reason: string; detail: string } } }[] } }> {
   const response = await fetch(`${t.adminUrl}/admin/state`, { headers: { authorization: `Bearer ${ADMIN}` } });
   assert.equal(response.status, 200);
   return (await response.json()) as never;
@@ -109,7 +111,10 @@ test('a plugin that loops forever costs one time budget, is quarantined and repo
     assert.equal((await looper()).isolation!.quarantine!.reason, 'stuck');
     assert.match(await metricsText(s.t), /switchyard_plugin_quarantined\{plugin="looper",reason="stuck"\} 1/);
     assert.match(await metricsText(s.t), /switchyard_strategy_faults_total\{strategy="looper",fault="timeout"\} [1-9]/);
-    assert.ok(s.warnings.some((w) => /plugin .*looper\.mjs quarantined \(stuck\)/.test(w)), s.warnings.join('\n'));
+    assert.ok(
+      s.warnings.some((w) => /plugin .*looper\.mjs quarantined \(stuck\)/.test(w)),
+      s.warnings.join('\n'),
+    );
     const quarantined = await send(s.t);
     assert.equal(quarantined.status, 200);
     assert.match(quarantined.reason, /^round-robin: /);
@@ -182,7 +187,7 @@ test('a plugin that throws, or answers a replica it was not given, is skipped on
   }
 });
 
-test('a plugin sees none of the router\'s environment, and its reason reaches clients capped and header-safe', async () => {
+test("a plugin sees none of the router's environment, and its reason reaches clients capped and header-safe", async () => {
   const snoop = plugin(
     'snoop',
     "return { replica: candidates[0].id, reason: 'env ' + Object.keys(process.env).length + ' token ' + (process.env.SWITCHYARD_ADMIN_TOKEN ?? 'none') + ' path ' + (process.env.PATH ?? 'none') + '\\r\\nx-injected: 1\\u0000' + 'A'.repeat(5000) };",
@@ -213,7 +218,10 @@ test('a plugin that floods the router with output is quarantined', async () => {
     }
     await until(() => s.store.status().plugins[0].isolation?.state === 'quarantined', 10_000, 'the chatty plugin to be quarantined');
     assert.equal(s.store.status().plugins[0].isolation!.quarantine!.reason, 'flooding');
-    assert.ok(s.warnings.some((w) => /chatty\.mjs quarantined \(flooding\)/.test(w)), s.warnings.join('\n'));
+    assert.ok(
+      s.warnings.some((w) => /chatty\.mjs quarantined \(flooding\)/.test(w)),
+      s.warnings.join('\n'),
+    );
   } finally {
     await s.close();
   }

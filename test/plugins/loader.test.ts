@@ -63,7 +63,10 @@ test('a wrong export is refused, naming the file and what is wrong', async () =>
   const cases = {
     'none.mjs': ['export const strategy = {};', /none\.mjs:1:1: no default export \(it exports strategy\)/],
     'factory.mjs': ['\nexport default function make() {}', /factory\.mjs:2:1: .*default export is function, not a strategy definition/],
-    'partial.mjs': ["export default { name: 'partial', version: '1.0.0', sdk: '^1' };", /partial\.mjs:1:1: not a strategy definition: "create" must be a function/],
+    'partial.mjs': [
+      "export default { name: 'partial', version: '1.0.0', sdk: '^1' };",
+      /partial\.mjs:1:1: not a strategy definition: "create" must be a function/,
+    ],
     'badrange.mjs': ["export default { name: 'badrange', version: '1', sdk: 'one', create() {} };", /"sdk" must be a semver range/],
   } as const;
   const l = loader();
@@ -159,7 +162,10 @@ test('an invalid plugin config names the policy file, the path in it, and the pl
   const result = await loadSnapshot(dir, { loader: loader() });
   assert.equal(result.snapshot, undefined);
   const errors = errorsOf(result.problems).join('\n');
-  assert.match(errors, /pools\.yaml:8:26: strategy "labelled" \(plugin .*plugins\/labelled\.ts\): pools\[0\]\.strategies\[0\]\.config\.label: must be string, not number/);
+  assert.match(
+    errors,
+    /pools\.yaml:8:26: strategy "labelled" \(plugin .*plugins\/labelled\.ts\): pools\[0\]\.strategies\[0\]\.config\.label: must be string, not number/,
+  );
 });
 
 test('a plugin whose create() throws is reported where the policy names it; nothing is built', async () => {
@@ -185,7 +191,10 @@ test('a policy uses a plugin from its plugin_dirs; a broken plugin anywhere in t
   const ok = await loadSnapshot(dir, { loader: loader() });
   assert.deepEqual(errorsOf(ok.problems), []);
   assert.equal(ok.snapshot!.pools[0].chain[0].name, 'first');
-  assert.deepEqual(ok.plugins.map((p) => p.name), ['first']);
+  assert.deepEqual(
+    ok.plugins.map((p) => p.name),
+    ['first'],
+  );
 
   write(join(dir, 'plugins', 'unused.mjs'), 'export default {');
   const broken = await loadSnapshot(dir, { loader: loader() });
@@ -195,7 +204,10 @@ test('a policy uses a plugin from its plugin_dirs; a broken plugin anywhere in t
 
 test('the example plugin loads from a copy of examples/plugins (its test file is not a plugin)', async () => {
   const examples = new URL('../../examples/plugins/', import.meta.url).pathname;
-  assert.deepEqual(listPluginFiles(examples).map((f) => f.slice(examples.length)), ['least-kv.ts']);
+  assert.deepEqual(
+    listPluginFiles(examples).map((f) => f.slice(examples.length)),
+    ['least-kv.ts'],
+  );
   const dir = tempDir();
   copyFileSync(join(examples, 'least-kv.ts'), join(dir, 'least-kv.ts'));
   const set = await loader().loadDirs([dir]);

@@ -58,9 +58,13 @@ for (const via of ['SWITCHYARD_ADMIN_TOKEN', 'SWITCHYARD_ADMIN_TOKEN_FILE'] as c
     writeFileSync(tokenFile, `${token}\n`);
     const [port, adminPort] = [await freePort(), await freePort()];
     const env = via === 'SWITCHYARD_ADMIN_TOKEN' ? { SWITCHYARD_ADMIN_TOKEN: token } : { SWITCHYARD_ADMIN_TOKEN_FILE: tokenFile };
-    const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--emulator-speed', '20'], {
-      env: { NODE_OPTIONS: '', SWITCHYARD_ADMIN_TOKEN: '', SWITCHYARD_ADMIN_TOKEN_FILE: '', ...env },
-    });
+    const router = startChild(
+      process.execPath,
+      [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--emulator-speed', '20'],
+      {
+        env: { NODE_OPTIONS: '', SWITCHYARD_ADMIN_TOKEN: '', SWITCHYARD_ADMIN_TOKEN_FILE: '', ...env },
+      },
+    );
     const admin = (path: string) => fetch(`http://127.0.0.1:${adminPort}${path}`, { headers: { authorization: `Bearer ${token}` } });
     try {
       await waitUntil('the router to answer', async () => ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok ? true : undefined), 60_000, router);
@@ -78,14 +82,22 @@ for (const via of ['SWITCHYARD_ADMIN_TOKEN', 'SWITCHYARD_ADMIN_TOKEN_FILE'] as c
         reasons.push(response.headers.get('x-switchyard-reason') ?? '');
       }
       // The plugin did find the token, and said it: what reached the client is the redacted form.
-      assert.ok(reasons.some((r) => r === `snoop: len ${token.length} [redacted]`), reasons.join('\n'));
+      assert.ok(
+        reasons.some((r) => r === `snoop: len ${token.length} [redacted]`),
+        reasons.join('\n'),
+      );
 
       const decisions = await (await admin('/admin/decisions?limit=100')).text();
-      assert.match(decisions, /\[redacted\]/, 'the decision log has the plugin\'s (redacted) words');
+      assert.match(decisions, /\[redacted\]/, "the decision log has the plugin's (redacted) words");
       assert.ok(!decisions.includes(token), 'the token is in /admin/decisions');
       const state = await (await admin('/admin/state')).text();
       assert.ok(!state.includes(token), 'the token is in /admin/state');
-      await waitUntil('the plugin\'s log lines', async () => (/print \[redacted\]/.test(router.output()) && /hook \[redacted\]/.test(router.output()) ? true : undefined), 10_000, router);
+      await waitUntil(
+        "the plugin's log lines",
+        async () => (/print \[redacted\]/.test(router.output()) && /hook \[redacted\]/.test(router.output()) ? true : undefined),
+        10_000,
+        router,
+      );
       await router.stop();
       assert.match(router.output(), /log \[redacted\]/);
       assert.ok(!router.output().includes(token), `the token is in the router's output:\n${router.output()}`);
@@ -107,7 +119,9 @@ test('serve refuses an admin token from both the environment and a file, and an 
       [{ SWITCHYARD_ADMIN_TOKEN_FILE: join(dir, 'empty') }, /is empty; write the token into it/],
       [{ SWITCHYARD_ADMIN_TOKEN_FILE: join(dir, 'missing') }, /cannot read SWITCHYARD_ADMIN_TOKEN_FILE .*missing/],
     ] as const) {
-      const child = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', '0', '--admin-port', '0'], { env: { NODE_OPTIONS: '', SWITCHYARD_ADMIN_TOKEN: '', SWITCHYARD_ADMIN_TOKEN_FILE: '', ...(env as Record<string, string>) } });
+      const child = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', '0', '--admin-port', '0'], {
+        env: { NODE_OPTIONS: '', SWITCHYARD_ADMIN_TOKEN: '', SWITCHYARD_ADMIN_TOKEN_FILE: '', ...(env as Record<string, string>) },
+      });
       const code = await new Promise<number | null>((resolve) => child.process.once('exit', (c) => resolve(c)));
       assert.equal(code, 1, child.output());
       assert.match(child.output(), expected);

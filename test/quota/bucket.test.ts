@@ -24,7 +24,20 @@ after(async () => {
 
 /** One take of exactly `cost` at `now`, as a router with lease_fraction 0 does. */
 async function luaTake(key: string, limits: QuotaLimits, requests: number, tokens: number, now: number) {
-  const raw = await redis.eval(TOKEN_BUCKET_LUA, 1, key, 'take', limits.requestsPerMinute ?? -1, limits.tokensPerMinute ?? -1, requests, tokens, 0, 0, now, 120_000);
+  const raw = await redis.eval(
+    TOKEN_BUCKET_LUA,
+    1,
+    key,
+    'take',
+    limits.requestsPerMinute ?? -1,
+    limits.tokensPerMinute ?? -1,
+    requests,
+    tokens,
+    0,
+    0,
+    now,
+    120_000,
+  );
   const reply = parseReply(raw);
   assert.ok(reply, `a bucket reply, not ${JSON.stringify(raw)}`);
   return reply;

@@ -38,7 +38,11 @@ after(async () => {
 async function serve(args: string[], env: Record<string, string>): Promise<{ url: string; admin: string }> {
   const port = await freePort();
   const adminPort = await freePort();
-  const child = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--emulator-speed', '20', ...args], { env });
+  const child = startChild(
+    process.execPath,
+    [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--emulator-speed', '20', ...args],
+    { env },
+  );
   children.push(child);
   const url = `http://127.0.0.1:${port}`;
   await waitUntil('the router to answer /readyz', async () => ((await fetch(`${url}/readyz`)).ok ? true : undefined), 60_000, child);
@@ -69,7 +73,10 @@ test('--redis beats SWITCHYARD_REDIS_URL, which beats settings', async () => {
 });
 
 test('a --redis that is not a redis:// URL is a usage error', () => {
-  const result = spawnSync(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--redis', 'http://example.com'], { encoding: 'utf8', timeout: 60_000 });
+  const result = spawnSync(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--redis', 'http://example.com'], {
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
   assert.notEqual(result.status, 0);
   assert.match(result.stderr, /--redis must be a redis:\/\/ or rediss:\/\/ URL/);
 });

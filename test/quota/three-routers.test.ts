@@ -28,10 +28,10 @@ let engines: Emulator[] = [];
 const routers: { router: Router; store: RedisQuotaStore; limited: OpenAI; open: OpenAI }[] = [];
 
 function files(urls: string[]): Record<string, string> {
-  const replicas = (prefix: string, from: number) =>
-    [0, 1, 2].map((i) => `      - { id: ${prefix}${i}, url: "${urls[from + i]}" }`).join('\n');
+  const replicas = (prefix: string, from: number) => [0, 1, 2].map((i) => `      - { id: ${prefix}${i}, url: "${urls[from + i]}" }`).join('\n');
   return {
-    'models.yaml': 'kind: models\nmodels:\n  - id: tiny\n    versions:\n      - { version: v1, weight: 50 }\n      - { version: v2, weight: 50, canary: true }\n',
+    'models.yaml':
+      'kind: models\nmodels:\n  - id: tiny\n    versions:\n      - { version: v1, weight: 50 }\n      - { version: v2, weight: 50, canary: true }\n',
     'pools.yaml':
       'kind: pools\npools:\n' +
       `  - name: stable\n    model: tiny\n    version: v1\n    limits: { max_model_len: 1024 }\n    strategies: [session-affinity, power-of-two]\n    replicas:\n${replicas('a', 0)}\n` +
@@ -120,7 +120,10 @@ test('a tenant limited to N a minute gets N admissions in total across three rou
   let started = Date.now();
   let statuses = await burst(3 * N);
   let admitted = statuses.filter((s) => s === 200).length;
-  assert.ok(statuses.every((s) => s === 200 || s === 429), `only admissions and 429s: ${statuses}`);
+  assert.ok(
+    statuses.every((s) => s === 200 || s === 429),
+    `only admissions and 429s: ${statuses}`,
+  );
   assert.ok(admitted >= N && admitted <= N + Math.ceil(refilledSince(started)), `shared quota: ${admitted} of ${3 * N} admitted, quota ${N}`);
 
   // Redis dies. A router that was told "over quota" keeps saying so until the
@@ -141,7 +144,10 @@ test('a tenant limited to N a minute gets N admissions in total across three rou
   );
   statuses.push(...(await burst(3 * N)));
   admitted = statuses.filter((s) => s === 200).length;
-  assert.ok(statuses.every((s) => s === 200 || s === 429), `the routers keep serving: ${statuses}`);
+  assert.ok(
+    statuses.every((s) => s === 200 || s === 429),
+    `the routers keep serving: ${statuses}`,
+  );
   assert.ok(admitted >= N && admitted <= N + Math.ceil(refilledSince(started)), `fail open with N/3 per router: ${admitted}`);
   for (const r of routers) {
     assert.deepEqual(await metric(r.router, 'switchyard_quota_store_up'), ['switchyard_quota_store_up 0']);

@@ -85,7 +85,11 @@ function localPolicy(): string {
 }
 
 async function open(dir: string, url: string, cacheFile: string): Promise<PolicyStore> {
-  const store = await PolicyStore.open({ dir, loader: new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: tempDir() }), controlPlane: { url, ttlMs: TTL_MS, timeoutMs: 1000, cacheFile } });
+  const store = await PolicyStore.open({
+    dir,
+    loader: new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: tempDir() }),
+    controlPlane: { url, ttlMs: TTL_MS, timeoutMs: 1000, cacheFile },
+  });
   cleanups.push(() => store.close());
   return store;
 }

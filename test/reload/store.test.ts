@@ -54,7 +54,10 @@ test('a broken policy keeps the last-known-good snapshot and reports FILE:LINE:C
   assert.equal(fixed.result, 'live');
   assert.equal(store.current().generation, 2);
   assert.deepEqual([...store.current().replicas.keys()], ['a', 'b', 'c']);
-  assert.deepEqual(outcomes.map((o) => o.result), ['refused', 'refused', 'live']);
+  assert.deepEqual(
+    outcomes.map((o) => o.result),
+    ['refused', 'refused', 'live'],
+  );
   assert.deepEqual(store.status().reloads, { live: 2, unchanged: 0, refused: 2 });
   // The files are good again: the old error is gone and disk matches live.
   assert.equal(store.status().lastError, undefined);
@@ -65,7 +68,10 @@ test('a broken policy keeps the last-known-good snapshot and reports FILE:LINE:C
 test('the first load fails with every problem: there is nothing to fall back on', async () => {
   const dir = tempDir();
   writePolicy(dir, { strategies: '[no-such-strategy]' });
-  await assert.rejects(open(dir), (error: unknown) => error instanceof PolicyError && /pools\.yaml:6:\d+: strategy "no-such-strategy" is not registered/.test(error.message));
+  await assert.rejects(
+    open(dir),
+    (error: unknown) => error instanceof PolicyError && /pools\.yaml:6:\d+: strategy "no-such-strategy" is not registered/.test(error.message),
+  );
 });
 
 test('a save that changes nothing does nothing: no new generation, no swap, no new strategy instances', async () => {
@@ -115,7 +121,10 @@ test('a snapshot held past the drain timeout is disposed anyway, once', async ()
   const dir = tempDir();
   const ledger: Ledger = { created: 0, disposed: new Map() };
   writePolicy(dir, { strategies: '[counting]' });
-  const store = await open(dir, { drainTimeoutMs: 20, loader: new PluginLoader({ cacheDir: tempDir(), builtins: [...BUILTIN_STRATEGIES, countingStrategy(ledger)] }) });
+  const store = await open(dir, {
+    drainTimeoutMs: 20,
+    loader: new PluginLoader({ cacheDir: tempDir(), builtins: [...BUILTIN_STRATEGIES, countingStrategy(ledger)] }),
+  });
   const forced: boolean[] = [];
   store.on('disposed', (e) => forced.push(e.forced));
   const stuck = store.acquire();
@@ -148,7 +157,10 @@ test('strategy state carries over a reload: the prefix memory survives a policy 
 
   write(join(dir, 'pools.yaml'), poolsYaml('[prefix-affinity]', ['a', 'b', 'c', 'd']));
   assert.equal((await store.reload('add a replica')).result, 'live');
-  const pick = store.current().pools[0].chain[0].instance.pick(prompt, fleet(4, (i) => ({ id: 'abcd'[i] }))) as ReplicaPick;
+  const pick = store.current().pools[0].chain[0].instance.pick(
+    prompt,
+    fleet(4, (i) => ({ id: 'abcd'[i] })),
+  ) as ReplicaPick;
   assert.equal(pick.replica, 'c');
   assert.match(pick.reason, /holds 4 of 4 prefix blocks/);
 });
@@ -185,7 +197,10 @@ test('a plugin edited without a version bump keeps its state; a new version star
   write(join(dir, 'plugins', 'stateful.mjs'), stateful('2.0.0', 'a new state shape'));
   assert.equal((await store.reload('plugin bumped')).result, 'live');
   assert.equal(reasonNow(), 'routed 0');
-  assert.deepEqual(store.status().plugins.map((p) => `${p.name}@${p.version}`), ['stateful@2.0.0']);
+  assert.deepEqual(
+    store.status().plugins.map((p) => `${p.name}@${p.version}`),
+    ['stateful@2.0.0'],
+  );
 });
 
 test('a broken plugin keeps the last-known-good snapshot with its working plugin', async () => {
@@ -226,7 +241,10 @@ test('reloads run one at a time; calls made meanwhile share the next run', async
   await new Promise((resolve) => setImmediate(resolve)); // 'one' has started reading
   const results = await Promise.all([running, store.reload('two'), store.reload('three')]);
   assert.equal(results[1], results[2], 'the second and third call share a run');
-  assert.deepEqual(outcomes.map((o) => `${o.reason}: ${o.result}`), ['one: live', 'two: unchanged']);
+  assert.deepEqual(
+    outcomes.map((o) => `${o.reason}: ${o.result}`),
+    ['one: live', 'two: unchanged'],
+  );
   assert.equal(store.current().generation, 2);
 });
 

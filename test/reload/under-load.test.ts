@@ -113,7 +113,9 @@ test('50 policy and plugin changes under continuous traffic: no failed request, 
   assert.ok(delays.length >= 20, `${delays.length} changes were seen live`);
   delays.sort((a, b) => a - b);
   const median = delays[Math.floor(delays.length / 2)];
-  console.log(`reload under load: ${ok} requests, ${seen.size} generations, ${status.reloads.refused} refused; write → live median ${median.toFixed(0)} ms, max ${delays.at(-1)!.toFixed(0)} ms`);
+  console.log(
+    `reload under load: ${ok} requests, ${seen.size} generations, ${status.reloads.refused} refused; write → live median ${median.toFixed(0)} ms, max ${delays.at(-1)!.toFixed(0)} ms`,
+  );
   assert.ok(delays.at(-1)! < 3000, 'every change live within 3 s (typically ~0.1 s)');
   // The last write is what serves at the end.
   assert.equal([...seen.get(String(status.generation))!][0], `${pool} marker: marker ${label}`);

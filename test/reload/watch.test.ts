@@ -22,7 +22,11 @@ after(cleanup);
 
 async function watched(dir: string): Promise<PolicyStore> {
   // Reload tests, not cage tests: a loaded machine must not make a plugin miss its (default 20 ms) budget here.
-  const store = await PolicyStore.open({ dir, debounceMs: DEBOUNCE_MS, loader: new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: tempDir('switchyard-plugin-cache-'), cage: { callTimeoutMs: 5000 } }) });
+  const store = await PolicyStore.open({
+    dir,
+    debounceMs: DEBOUNCE_MS,
+    loader: new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: tempDir('switchyard-plugin-cache-'), cage: { callTimeoutMs: 5000 } }),
+  });
   if (process.env.DEBUG_RELOAD) store.on('reload', (o) => console.log('reload', o.reason, o.result, o.errors));
   stores.push(store);
   await store.watch();
@@ -41,7 +45,10 @@ test('a saved change is live within a second, as one reload', async () => {
   console.log(`write → live: ${ms.toFixed(0)} ms (debounce ${DEBOUNCE_MS} ms)`);
   assert.equal(replicaIds(store), 'a,b,c');
   await sleep(DEBOUNCE_MS * 3);
-  assert.deepEqual(outcomes.map((o) => o.result), ['live']);
+  assert.deepEqual(
+    outcomes.map((o) => o.result),
+    ['live'],
+  );
 });
 
 test('an editor save (write a temp file, rename it over the original) is picked up', async () => {
@@ -134,7 +141,12 @@ test('a half-written file is never applied: invalid YAML is refused, a slow writ
   // read (and refused, never applied), which is what `swapped` checks.
   const results = outcomes.map((o) => o.result);
   if (longestPause < DEBOUNCE_MS) assert.deepEqual(results, ['refused', 'live', 'live']);
-  else assert.deepEqual(results.filter((r) => r === 'live'), ['live', 'live'], `pause ${longestPause.toFixed(0)} ms: ${results.join(', ')}`);
+  else
+    assert.deepEqual(
+      results.filter((r) => r === 'live'),
+      ['live', 'live'],
+      `pause ${longestPause.toFixed(0)} ms: ${results.join(', ')}`,
+    );
 });
 
 test('plugin directories are watched, including one a settings change adds', async () => {
@@ -178,7 +190,10 @@ test('the example plugin, copied into the watched plugin folder of a running sto
   await waitFor('the plugin to load', () => store.plugins.some((p) => p.name === 'least-kv'), 2000);
   write(join(dir, 'pools.yaml'), poolsYaml('[least-kv]'));
   await waitFor('a pool using it', () => store.current().pools[0].chain[0].name === 'least-kv', 1000);
-  const pick = store.current().pools[0].chain[0].instance.pick(request(), fleet(2, (i) => ({ kvUsage: [0.6, 0.1][i] }))) as ReplicaPick;
+  const pick = store.current().pools[0].chain[0].instance.pick(
+    request(),
+    fleet(2, (i) => ({ kvUsage: [0.6, 0.1][i] })),
+  ) as ReplicaPick;
   assert.match(pick.reason, /most free KV cache/);
   assert.equal(pick.replica, 'r1');
 });

@@ -15,7 +15,8 @@ function policy(seed: string) {
     `  - name: ${name}\n    model: m\n    version: ${version}\n    strategies: [{ name: session-affinity, config: { bounded_load: 1.25 } }, power-of-two]\n    replicas:\n${replicas(prefix)}\n`;
   return policyFrom(
     {
-      'models.yaml': 'kind: models\nmodels:\n  - id: m\n    versions:\n      - { version: v1, weight: 80 }\n      - { version: v2, weight: 20, canary: true }\n',
+      'models.yaml':
+        'kind: models\nmodels:\n  - id: m\n    versions:\n      - { version: v1, weight: 80 }\n      - { version: v2, weight: 20, canary: true }\n',
       'pools.yaml': `kind: pools\npools:\n${pool('stable', 'v1', 'a')}${pool('canary', 'v2', 'b')}`,
       'tenants.yaml': 'kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free }\n',
     },

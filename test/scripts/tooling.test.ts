@@ -16,11 +16,15 @@ function rulesFiredOn(source: string): string[] {
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-lint-'));
   try {
     writeFileSync(join(dir, 'probe.ts'), source);
-    const run = spawnSync(process.execPath, [biome, 'lint', `--config-path=${join(root, 'biome.json')}`, '--vcs-enabled=false', '--reporter=github', 'probe.ts'], {
-      cwd: dir,
-      encoding: 'utf8',
-      timeout: 60_000,
-    });
+    const run = spawnSync(
+      process.execPath,
+      [biome, 'lint', `--config-path=${join(root, 'biome.json')}`, '--vcs-enabled=false', '--reporter=github', 'probe.ts'],
+      {
+        cwd: dir,
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
+    );
     assert.equal(run.error, undefined, 'Biome runs');
     return [...run.stdout.matchAll(/title=lint\/([a-zA-Z]+\/[a-zA-Z]+),/g)].map((m) => m[1]).sort();
   } finally {
@@ -50,7 +54,7 @@ test('lint catches unused imports and variables, any, a let never reassigned, an
   ]);
 });
 
-test('lint leaves this code base\'s deliberate idioms alone: non-null assertions, assignments in expressions, template literals as data', () => {
+test("lint leaves this code base's deliberate idioms alone: non-null assertions, assignments in expressions, template literals as data", () => {
   const fired = rulesFiredOn(
     [
       'const groups = new Map<string, number[]>();',
@@ -64,7 +68,11 @@ test('lint leaves this code base\'s deliberate idioms alone: non-null assertions
 });
 
 test('npm test -- PATH that matches no test file fails and says so, before building anything', () => {
-  const run = spawnSync(process.execPath, [join(root, 'scripts/run-tests.mjs'), 'no-such-test-file-anywhere'], { cwd: root, encoding: 'utf8', timeout: 60_000 });
+  const run = spawnSync(process.execPath, [join(root, 'scripts/run-tests.mjs'), 'no-such-test-file-anywhere'], {
+    cwd: root,
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
   assert.equal(run.status, 1);
   assert.match(run.stderr, /run-tests: no test files matched/);
 });

@@ -10,7 +10,10 @@ const ids = Array.from({ length: 40 }, (_, i) => `replica-${i}`);
 test('candidatePositions indexes a list by id; a frozen list keeps its index, another is indexed afresh', () => {
   const frozen = Object.freeze(ids.map((id) => candidate({ id })));
   const positions = candidatePositions(frozen);
-  assert.deepEqual([...positions], ids.map((id, i) => [id, i]));
+  assert.deepEqual(
+    [...positions],
+    ids.map((id, i) => [id, i]),
+  );
   assert.equal(candidatePositions(frozen), positions, 'kept with the frozen list');
 
   const open: Candidate[] = ids.slice(0, 3).map((id) => candidate({ id }));

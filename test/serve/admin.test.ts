@@ -16,14 +16,22 @@ import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
 
 const files = (pools: string) => ({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools });
 const post = (url: string, body?: string) =>
-  fetch(url, { method: 'POST', ...(body === undefined ? { headers: { 'x-switchyard-admin': '1' } } : { headers: { 'content-type': 'application/json' }, body }) });
+  fetch(url, {
+    method: 'POST',
+    ...(body === undefined ? { headers: { 'x-switchyard-admin': '1' } } : { headers: { 'content-type': 'application/json' }, body }),
+  });
 
 test('the public listener serves no /admin/* and no /metrics; probes stay', async () => {
   const t = await startTestRouter(files(tinyPool({ replicas: 1 })));
   try {
     assert.notEqual(new URL(t.adminUrl).port, new URL(t.url).port);
     assert.equal(new URL(t.adminUrl).hostname, '127.0.0.1');
-    for (const [method, path] of [['GET', '/admin/state'], ['GET', '/admin/decisions'], ['POST', '/admin/reload'], ['POST', '/admin/replicas/r0/drain']]) {
+    for (const [method, path] of [
+      ['GET', '/admin/state'],
+      ['GET', '/admin/decisions'],
+      ['POST', '/admin/reload'],
+      ['POST', '/admin/replicas/r0/drain'],
+    ]) {
       const response = await fetch(`${t.url}${path}`, { method });
       assert.equal(response.status, 404, `${method} ${path} on the public port`);
       const body = await json(response);
@@ -72,7 +80,11 @@ test('decisions: found by request id (path or query), queries validated', async 
   try {
     const ids = ['find-me-1', 'find-me-2', 'find-me-3'];
     for (const id of ids) {
-      const response = await fetch(`${t.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': id }, body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 1 }) });
+      const response = await fetch(`${t.url}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-request-id': id },
+        body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 1 }),
+      });
       assert.equal(response.status, 200);
       await response.arrayBuffer();
     }
@@ -81,14 +93,30 @@ test('decisions: found by request id (path or query), queries validated', async 
     assert.equal(one.model, 'tiny');
     assert.ok(one.trace, 'with its trace');
     const byQuery = await json(await fetch(`${t.adminUrl}/admin/decisions?requestId=find-me-1`));
-    assert.deepEqual(byQuery.decisions.map((d: { requestId: string }) => d.requestId), ['find-me-1']);
+    assert.deepEqual(
+      byQuery.decisions.map((d: { requestId: string }) => d.requestId),
+      ['find-me-1'],
+    );
     assert.deepEqual((await json(await fetch(`${t.adminUrl}/admin/decisions?requestId=nobody`))).decisions, []);
     const missing = await fetch(`${t.adminUrl}/admin/decisions/nobody`);
     assert.equal(missing.status, 404);
     assert.equal((await json(missing)).error.type, 'not_found_error');
     const two = await json(await fetch(`${t.adminUrl}/admin/decisions?limit=2`));
-    assert.deepEqual(two.decisions.map((d: { requestId: string }) => d.requestId), ['find-me-3', 'find-me-2']);
-    for (const query of ['limit=abc', 'limit=0', 'limit=-1', 'limit=1001', 'limit=1e2', 'limit=', 'limit=2&limit=3', 'colour=red', `requestId=${'x'.repeat(200)}`]) {
+    assert.deepEqual(
+      two.decisions.map((d: { requestId: string }) => d.requestId),
+      ['find-me-3', 'find-me-2'],
+    );
+    for (const query of [
+      'limit=abc',
+      'limit=0',
+      'limit=-1',
+      'limit=1001',
+      'limit=1e2',
+      'limit=',
+      'limit=2&limit=3',
+      'colour=red',
+      `requestId=${'x'.repeat(200)}`,
+    ]) {
       const response = await fetch(`${t.adminUrl}/admin/decisions?${query}`);
       assert.equal(response.status, 400, query);
       assert.equal((await json(response)).error.type, 'invalid_request_error', query);
@@ -128,7 +156,10 @@ test('POST /admin/reload answers live, unchanged or refused with every problem; 
     const refused = await reload();
     assert.equal(refused.result, 'refused');
     assert.equal(refused.generation, 1);
-    assert.ok(refused.errors.some((e: string) => /bomb\.yaml:3:\d+: YAML: Excessive alias count/.test(e)), refused.errors.join('\n'));
+    assert.ok(
+      refused.errors.some((e: string) => /bomb\.yaml:3:\d+: YAML: Excessive alias count/.test(e)),
+      refused.errors.join('\n'),
+    );
     // Parse failures stop the reference checks; the typo shows once the bomb is gone.
     const broken = await state();
     assert.equal(broken.disk.matchesLive, false);
@@ -180,7 +211,7 @@ function adminRequest(url: string, method: string, headers: Record<string, strin
   });
 }
 
-test('the admin listener refuses a foreign Host (DNS rebinding), another site\'s page (CSRF) and a bare body-less state change', async () => {
+test("the admin listener refuses a foreign Host (DNS rebinding), another site's page (CSRF) and a bare body-less state change", async () => {
   const t = await startTestRouter(files(tinyPool({ replicas: 1 })));
   try {
     const port = new URL(t.adminUrl).port;
@@ -215,10 +246,20 @@ test('the admin listener refuses a foreign Host (DNS rebinding), another site\'s
     assert.equal((await adminRequest(`${t.adminUrl}/admin/state`, 'GET', { host: `localhost:${port}`, 'sec-fetch-site': 'same-origin' })).status, 200);
     assert.equal((await adminRequest(`${t.adminUrl}/admin/replicas/r0/drain`, 'POST', { host: `127.0.0.1:${port}`, 'x-switchyard-admin': '1' })).status, 200);
     assert.equal(await drained(), true);
-    const json2 = await adminRequest(`${t.adminUrl}/admin/replicas/r0/drain`, 'POST', { host: `localhost:${port}`, origin: `http://localhost:${port}`, 'sec-fetch-site': 'same-origin', 'content-type': 'application/json' }, '{"draining":false}');
+    const json2 = await adminRequest(
+      `${t.adminUrl}/admin/replicas/r0/drain`,
+      'POST',
+      { host: `localhost:${port}`, origin: `http://localhost:${port}`, 'sec-fetch-site': 'same-origin', 'content-type': 'application/json' },
+      '{"draining":false}',
+    );
     assert.equal(json2.status, 200);
     assert.equal(await drained(), false);
-    const explain = await adminRequest(`${t.adminUrl}/admin/explain`, 'POST', { host: `127.0.0.1:${port}`, origin: `http://127.0.0.1:${port}`, 'sec-fetch-site': 'same-origin', 'content-type': 'application/json' }, JSON.stringify({ body: { model: 'tiny', messages: [{ role: 'user', content: 'hi' }] } }));
+    const explain = await adminRequest(
+      `${t.adminUrl}/admin/explain`,
+      'POST',
+      { host: `127.0.0.1:${port}`, origin: `http://127.0.0.1:${port}`, 'sec-fetch-site': 'same-origin', 'content-type': 'application/json' },
+      JSON.stringify({ body: { model: 'tiny', messages: [{ role: 'user', content: 'hi' }] } }),
+    );
     assert.equal(explain.status, 200, explain.body);
   } finally {
     await t.close();

@@ -10,9 +10,11 @@ import OpenAI from 'openai';
 import { startTestRouter } from '../helpers/router.ts';
 
 const sha = (key: string) => createHash('sha256').update(key).digest('hex');
-const models = 'kind: models\nmodels:\n  - id: small\n    versions: [{ version: v1 }]\n  - id: big\n    versions: [{ version: v1 }]\n  - id: other\n    versions: [{ version: v1 }]\naliases:\n  - { name: auto, cascade: auto }\n';
+const models =
+  'kind: models\nmodels:\n  - id: small\n    versions: [{ version: v1 }]\n  - id: big\n    versions: [{ version: v1 }]\n  - id: other\n    versions: [{ version: v1 }]\naliases:\n  - { name: auto, cascade: auto }\n';
 const tenants = `kind: tenants\ntenants:\n  - { id: open, tier: free, api_key_sha256: [${sha('sk-open')}] }\n  - { id: small-only, tier: free, api_key_sha256: [${sha('sk-small')}], allowed_models: [small] }\n  - { id: other-only, tier: free, api_key_sha256: [${sha('sk-other')}], allowed_models: [other] }\n`;
-const pool = (model: string, id: string) => `  - name: general\n    model: ${model}\n    version: v1\n    limits: { max_model_len: 100000 }\n    replicas: [{ id: ${id}, url: "emulate://tiny" }]\n`;
+const pool = (model: string, id: string) =>
+  `  - name: general\n    model: ${model}\n    version: v1\n    limits: { max_model_len: 100000 }\n    replicas: [{ id: ${id}, url: "emulate://tiny" }]\n`;
 const pools = `kind: pools\npools:\n${pool('small', 's0')}${pool('big', 'b0')}${pool('other', 'o0')}`;
 const rules = [
   'kind: rules',
@@ -37,7 +39,9 @@ test('cascades respect tenant restrictions; prompt keywords route; /v1/models of
   const client = (key: string) => new OpenAI({ baseURL: `${router.url}/v1`, apiKey: key, maxRetries: 0, timeout: 20_000 });
   const long = 'tell me a long story about the sea '.repeat(20);
   const ask = async (key: string, content: string) => {
-    const { data, response } = await client(key).chat.completions.create({ model: 'auto', messages: [{ role: 'user', content }], max_tokens: 4 }).withResponse();
+    const { data, response } = await client(key)
+      .chat.completions.create({ model: 'auto', messages: [{ role: 'user', content }], max_tokens: 4 })
+      .withResponse();
     return { model: data.model, rule: response.headers.get('x-switchyard-model-rule'), poolRule: response.headers.get('x-switchyard-pool-rule') };
   };
 
@@ -64,13 +68,23 @@ test('cascades respect tenant restrictions; prompt keywords route; /v1/models of
   assert.deepEqual(await listed('sk-open'), ['auto', 'big', 'other', 'small']);
 });
 
-test('a tenant that may use none of a cascade\'s models is not offered its alias, and asking for it is a 403 naming the alias', { timeout: 60_000 }, async (t) => {
+test("a tenant that may use none of a cascade's models is not offered its alias, and asking for it is a 403 naming the alias", {
+  timeout: 60_000,
+}, async (t) => {
   const lonely = `kind: tenants\ntenants:\n  - { id: lonely, tier: free, api_key_sha256: [${sha('sk-lonely')}], allowed_models: [solo] }\n`;
   const withSolo = `${models.replace('aliases:', '  - id: solo\n    versions: [{ version: v1 }]\naliases:')}`;
-  const router = await startTestRouter({ 'models.yaml': withSolo, 'tenants.yaml': lonely, 'pools.yaml': `${pools}${pool('solo', 'x0')}`, 'rules.yaml': rules }, { apiKey: 'sk-lonely' });
+  const router = await startTestRouter(
+    { 'models.yaml': withSolo, 'tenants.yaml': lonely, 'pools.yaml': `${pools}${pool('solo', 'x0')}`, 'rules.yaml': rules },
+    { apiKey: 'sk-lonely' },
+  );
   t.after(() => router.close());
-  assert.deepEqual((await router.client.models.list()).data.map((m) => m.id), ['solo']);
-  const error = await router.client.chat.completions.create({ model: 'auto', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e as { status: number; message: string; code: string });
+  assert.deepEqual(
+    (await router.client.models.list()).data.map((m) => m.id),
+    ['solo'],
+  );
+  const error = await router.client.chat.completions
+    .create({ model: 'auto', messages: [{ role: 'user', content: 'hi' }] })
+    .catch((e: unknown) => e as { status: number; message: string; code: string });
   assert.equal((error as { status: number }).status, 403);
   assert.match((error as { message: string }).message, /may use none of the models of `auto`/);
 });

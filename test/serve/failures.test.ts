@@ -9,7 +9,12 @@ import { APIError } from 'openai';
 import { OPEN_TENANTS, startTestRouter, TEST_KEY, TINY_MODELS, tinyPool, until, json } from '../helpers/router.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
-const files = (pool: string, extra: Record<string, string> = {}) => ({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pool, ...extra });
+const files = (pool: string, extra: Record<string, string> = {}) => ({
+  'models.yaml': TINY_MODELS,
+  'tenants.yaml': OPEN_TENANTS,
+  'pools.yaml': pool,
+  ...extra,
+});
 
 async function conversationOn(t: Awaited<ReturnType<typeof startTestRouter>>, replica: string): Promise<string> {
   for (let c = 0; c < 200; c++) {
@@ -38,7 +43,9 @@ test('a replica killed before a request: the request is retried on another, noth
     if (retried) assert.match(metrics, /switchyard_retries_total\{pool="tiny@v1\/general",cause="connect"\} 1/);
     await until(() => t.router.fleet.replica('r0')?.health === 'failing', 3000, 'health checks to exclude r0');
     for (let i = 0; i < 5; i++) {
-      const again = await t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 }, { headers: { 'x-conversation-id': conversation } }).withResponse();
+      const again = await t.client.chat.completions
+        .create({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 }, { headers: { 'x-conversation-id': conversation } })
+        .withResponse();
       assert.equal(again.response.headers.get('x-switchyard-retried'), null, 'excluded now: no retry needed');
     }
   } finally {
@@ -48,7 +55,10 @@ test('a replica killed before a request: the request is retried on another, noth
 
 test('a replica killed during a stream: the stream ends with a clean OpenAI-shaped error event', async () => {
   // A replica in its own process, killed for real (SIGKILL) mid-stream.
-  const engine = spawn(process.execPath, ['bin/switchyard.mjs', 'emulate', '--port', '0', '--profile', 'tiny', '--speed', '2', '--model', 'tiny'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+  const engine = spawn(process.execPath, ['bin/switchyard.mjs', 'emulate', '--port', '0', '--profile', 'tiny', '--speed', '2', '--model', 'tiny'], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const url = await new Promise<string>((resolve, reject) => {
     engine.stdout!.once('data', (data: Buffer) => resolve(data.toString().trim().split('\n')[0]));
     engine.once('exit', () => reject(new Error('the emulator exited')));
@@ -102,8 +112,10 @@ test('every replica down: 503 with Retry-After, and the router stays up', async 
   }
 });
 
-test("a saturated replica is deprioritized, not excluded", async () => {
-  const t = await startTestRouter(files(tinyPool({ replicas: 2, strategies: '[random]', extra: '    saturation: { kv_usage: 0.3, queue_depth: 100 }\n' })), { speed: 1 });
+test('a saturated replica is deprioritized, not excluded', async () => {
+  const t = await startTestRouter(files(tinyPool({ replicas: 2, strategies: '[random]', extra: '    saturation: { kv_usage: 0.3, queue_depth: 100 }\n' })), {
+    speed: 1,
+  });
   const fill = async (id: string) => {
     const emulator = (await t.embedded.emulator(id))!;
     emulator.engine.submit({ id: `fill-${id}`, promptTokens: 600, maxTokens: 300 });
@@ -135,9 +147,15 @@ test("a saturated replica is deprioritized, not excluded", async () => {
 
 test('rejections: 400, 413, 429, 404 and 403 in OpenAI shape with the right headers', async () => {
   const quotaTenants = OPEN_TENANTS.replace('tier: free,', 'tier: free, quotas: { requests_per_minute: 2 },');
-  const t = await startTestRouter(files(tinyPool({ replicas: 1 }), { 'tenants.yaml': quotaTenants, 'settings.yaml': 'kind: settings\nbody_limit_bytes: 4096\n' }));
+  const t = await startTestRouter(
+    files(tinyPool({ replicas: 1 }), { 'tenants.yaml': quotaTenants, 'settings.yaml': 'kind: settings\nbody_limit_bytes: 4096\n' }),
+  );
   const post = (body: string, headers: Record<string, string> = {}) =>
-    fetch(`${t.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_KEY}`, ...headers }, body });
+    fetch(`${t.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_KEY}`, ...headers },
+      body,
+    });
   const expectError = async (response: Response, status: number, code: string) => {
     assert.equal(response.status, status);
     const body = await json(response);
@@ -151,10 +169,18 @@ test('rejections: 400, 413, 429, 404 and 403 in OpenAI shape with the right head
     await expectError(await post('{"model": "tiny", "messages": ['), 400, 'invalid_request');
     const wrongType = await expectError(await post(JSON.stringify({ model: 'tiny', messages: 'hello' })), 400, 'invalid_request');
     assert.equal(wrongType.error.param, 'messages');
-    const tooLarge = await expectError(await post(JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'x'.repeat(10_000) }] })), 413, 'payload_too_large');
+    const tooLarge = await expectError(
+      await post(JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'x'.repeat(10_000) }] })),
+      413,
+      'payload_too_large',
+    );
     assert.match(tooLarge.error.message, /\(4096 bytes, settings body_limit_bytes\)\. Send a shorter prompt/, 'the 413 names the limit and what to do');
     await expectError(await post(JSON.stringify({ model: 'nope', messages: [{ role: 'user', content: 'x' }] })), 404, 'model_not_found');
-    await expectError(await post(JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'x' }] }), { authorization: 'Bearer sk-wrong' }), 401, 'invalid_api_key');
+    await expectError(
+      await post(JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'x' }] }), { authorization: 'Bearer sk-wrong' }),
+      401,
+      'invalid_api_key',
+    );
     assert.equal((await post(JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 }))).status, 200);
     assert.equal((await post(JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 }))).status, 200);
     const limited = await post(JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 }));
@@ -164,7 +190,10 @@ test('rejections: 400, 413, 429, 404 and 403 in OpenAI shape with the right head
     assert.equal(unknownRoute.status, 404);
     assert.equal((await json(unknownRoute)).error.code, 'route_not_found');
     // The official client sees the same as typed errors.
-    await assert.rejects(t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'x' }] }), (e: unknown) => e instanceof APIError && e.status === 429);
+    await assert.rejects(
+      t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'x' }] }),
+      (e: unknown) => e instanceof APIError && e.status === 429,
+    );
   } finally {
     await t.close();
   }
@@ -183,7 +212,11 @@ test('a cold model: 503 with the long Retry-After, and its load hook called once
   try {
     const responses = await Promise.all(
       Array.from({ length: 5 }, () =>
-        fetch(`${t.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_KEY}` }, body: JSON.stringify({ model: 'giant', messages: [{ role: 'user', content: 'x' }] }) }),
+        fetch(`${t.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_KEY}` },
+          body: JSON.stringify({ model: 'giant', messages: [{ role: 'user', content: 'x' }] }),
+        }),
       ),
     );
     for (const response of responses) {
@@ -208,9 +241,17 @@ test('admin routes need the token when SWITCHYARD_ADMIN_TOKEN is set', async () 
     assert.equal((await json(denied)).error.type, 'permission_error');
     const allowed = await fetch(`${t.adminUrl}/admin/state`, { headers: { authorization: 'Bearer s3cret' } });
     assert.equal(allowed.status, 200);
-    const drained = await fetch(`${t.adminUrl}/admin/replicas/r0/drain`, { method: 'POST', headers: { authorization: 'Bearer s3cret', 'content-type': 'application/json' }, body: '{"draining": true}' });
+    const drained = await fetch(`${t.adminUrl}/admin/replicas/r0/drain`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer s3cret', 'content-type': 'application/json' },
+      body: '{"draining": true}',
+    });
     assert.equal(drained.status, 200);
-    const response = await fetch(`${t.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_KEY}` }, body: JSON.stringify({ model: 'tiny', prompt: 'x' }) });
+    const response = await fetch(`${t.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${TEST_KEY}` },
+      body: JSON.stringify({ model: 'tiny', prompt: 'x' }),
+    });
     assert.equal(response.status, 503, 'the only replica is draining');
   } finally {
     await t.close();

@@ -19,14 +19,33 @@ let router: Router;
 let priorityRouter: Router;
 
 before(async () => {
-  engine = await startEmulator({ profile: 'tiny', speed: 50, servedModelName: 'tiny', onBody: (path, bytes) => path.startsWith('/v1/') && received.push(bytes) });
+  engine = await startEmulator({
+    profile: 'tiny',
+    speed: 50,
+    servedModelName: 'tiny',
+    onBody: (path, bytes) => path.startsWith('/v1/') && received.push(bytes),
+  });
   const models = 'kind: models\nmodels:\n  - id: tiny\n    versions: [{ version: v1 }]\naliases:\n  - { name: tiny-alias, model: tiny }\n';
-  const pool = (extra: string) => `kind: pools\npools:\n  - name: general\n    model: tiny\n    version: v1\n${extra}    strategies: [least-load]\n    replicas:\n      - { id: e0, url: "${engine.url}" }\n`;
+  const pool = (extra: string) =>
+    `kind: pools\npools:\n  - name: general\n    model: tiny\n    version: v1\n${extra}    strategies: [least-load]\n    replicas:\n      - { id: e0, url: "${engine.url}" }\n`;
   // A token quota: the router asks a stream for its usage chunk when the client did not.
   const tenants = 'kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free, quotas: { tokens_per_minute: 10000000 } }\n';
-  const start = (files: Record<string, string>) => startRouter({ policy: fixedPolicy(policyFrom(files)), port: 0, logger: false, scrapeIntervalMs: 30, healthIntervalMs: 30, admin: false, env: createEnv({ seed: 1 }) });
+  const start = (files: Record<string, string>) =>
+    startRouter({
+      policy: fixedPolicy(policyFrom(files)),
+      port: 0,
+      logger: false,
+      scrapeIntervalMs: 30,
+      healthIntervalMs: 30,
+      admin: false,
+      env: createEnv({ seed: 1 }),
+    });
   router = await start({ 'models.yaml': models, 'pools.yaml': pool(''), 'tenants.yaml': tenants });
-  priorityRouter = await start({ 'models.yaml': models, 'pools.yaml': pool('    forward_priority: true\n'), 'tenants.yaml': 'kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free, max_priority: 5 }\n' });
+  priorityRouter = await start({
+    'models.yaml': models,
+    'pools.yaml': pool('    forward_priority: true\n'),
+    'tenants.yaml': 'kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free, max_priority: 5 }\n',
+  });
   await until(() => [router, priorityRouter].every((r) => r.fleet.list().every((s) => s.health === 'ready')), 10_000, 'engine ready');
 });
 
@@ -39,7 +58,11 @@ after(async () => {
 /** Sends `text` as the body, and returns the bytes the engine got for it. */
 async function forwarded(text: string | Buffer, options: { to?: Router; headers?: Record<string, string>; status?: number } = {}): Promise<Buffer> {
   const before = received.length;
-  const response = await fetch(`${(options.to ?? router).url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...options.headers }, body: typeof text === 'string' ? text : new Uint8Array(text) });
+  const response = await fetch(`${(options.to ?? router).url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...options.headers },
+    body: typeof text === 'string' ? text : new Uint8Array(text),
+  });
   const answer = await response.text();
   assert.equal(response.status, options.status ?? 200, answer);
   assert.equal(received.length, before + 1, 'the engine got one request');
@@ -77,7 +100,10 @@ test('a key spelled with escapes is the key JSON reads: "mod\\u0065l" is rewritt
 test('stream_options.include_usage is appended on a stream the quota settles on usage, the rest kept', async () => {
   const base = '{"model":"tiny","messages":[{"role":"user","content":"caf\u00e9"}],"max_tokens":2,"stream":true';
   assert.equal((await forwarded(`${base}}`)).toString('utf8'), `${base},"stream_options":{"include_usage":true}}`);
-  assert.equal((await forwarded(`${base},"stream_options":{"continuous_usage_stats":false} }`)).toString('utf8'), `${base},"stream_options":{"continuous_usage_stats":false,"include_usage":true} }`);
+  assert.equal(
+    (await forwarded(`${base},"stream_options":{"continuous_usage_stats":false} }`)).toString('utf8'),
+    `${base},"stream_options":{"continuous_usage_stats":false,"include_usage":true} }`,
+  );
   assert.equal((await forwarded(`${base},"stream_options":{ }}`)).toString('utf8'), `${base},"stream_options":{ "include_usage":true}}`);
   assert.equal((await forwarded(`${base},"stream_options":null}`)).toString('utf8'), `${base},"stream_options":{"include_usage":true}}`);
   // The client asked for usage itself: nothing to add.
@@ -90,11 +116,18 @@ test('a forwarded priority is appended, or replaces the one the client sent', as
   const expected = '{"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":2';
   // vLLM runs lower values first: x-priority 3 goes as -3.
   assert.equal((await forwarded(`${base}}`, { to: priorityRouter, headers: { 'x-priority': '3' } })).toString('utf8'), `${expected},"priority":-3}`);
-  assert.equal((await forwarded(`${base},"priority":9}`, { to: priorityRouter, headers: { 'x-priority': '3' } })).toString('utf8'), `${expected},"priority":-3}`);
+  assert.equal(
+    (await forwarded(`${base},"priority":9}`, { to: priorityRouter, headers: { 'x-priority': '3' } })).toString('utf8'),
+    `${expected},"priority":-3}`,
+  );
 });
 
 test('bytes that are not valid UTF-8 are not passed on: the engine gets the body as the router read it', async () => {
-  const text = Buffer.concat([Buffer.from('{"model":"tiny","messages":[{"role":"user","content":"a'), Buffer.from([0xff, 0xfe]), Buffer.from('b"}],"max_tokens":2}')]);
+  const text = Buffer.concat([
+    Buffer.from('{"model":"tiny","messages":[{"role":"user","content":"a'),
+    Buffer.from([0xff, 0xfe]),
+    Buffer.from('b"}],"max_tokens":2}'),
+  ]);
   const got = await forwarded(text);
   assert.deepEqual(JSON.parse(got.toString('utf8')), { model: 'tiny', messages: [{ role: 'user', content: 'a\ufffd\ufffdb' }], max_tokens: 2 });
   assert.ok(!got.includes(Buffer.from([0xff])), 'no invalid byte reaches the engine');
@@ -105,7 +138,11 @@ test('a body of more than 512 KiB (parsed in turns of the event loop) goes byte 
   assert.ok(Buffer.byteLength(text) > 512 * 1024);
   // The tiny engine's context is 1,024 tokens: it refuses the prompt (its own 400, passed on), having received it.
   assert.equal((await forwarded(text, { status: 400 })).toString('utf8'), text);
-  const response = await fetch(`${router.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text.slice(0, -1) });
+  const response = await fetch(`${router.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: text.slice(0, -1),
+  });
   assert.equal(response.status, 400);
   assert.equal(typeof ((await response.json()) as { error: { message: string } }).error.message, 'string');
 });

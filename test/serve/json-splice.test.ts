@@ -13,7 +13,10 @@ test('spliced bytes parse to the body with the edits made, for any object and sp
       const text = JSON.stringify(object, null, space as string | number | undefined);
       const bytes = Buffer.from(text);
       const body = JSON.parse(text) as Record<string, unknown>;
-      const mergeable = !Object.hasOwn(body, 'stream_options') || body.stream_options === null || (typeof body.stream_options === 'object' && !Array.isArray(body.stream_options));
+      const mergeable =
+        !Object.hasOwn(body, 'stream_options') ||
+        body.stream_options === null ||
+        (typeof body.stream_options === 'object' && !Array.isArray(body.stream_options));
       const out = spliceJson(bytes, body, { set: [['model', model]], merge: merge ? ['stream_options', 'include_usage', true] : undefined });
       if (merge && !mergeable) return assert.equal(out, undefined);
       assert.ok(out, text);
@@ -31,7 +34,8 @@ test('no edit sends the very bytes received', () => {
 });
 
 test('what is not one JSON object, or disagrees with the parsed body, is turned down', () => {
-  for (const text of ['[1,2]', '"model"', '{"a":1', '{"a":1}}', '{"a" 1}', '{"a":"x}', '{"a":1,}', '', '{"a":1} x']) assert.equal(topLevelMembers(Buffer.from(text)), undefined, text);
+  for (const text of ['[1,2]', '"model"', '{"a":1', '{"a":1}}', '{"a" 1}', '{"a":"x}', '{"a":1,}', '', '{"a":1} x'])
+    assert.equal(topLevelMembers(Buffer.from(text)), undefined, text);
   // The parsed body is not what these bytes say (another body's bytes): no splice.
   assert.equal(spliceJson(Buffer.from('{"model":"a","x":1}'), { model: 'b', x: 1 }, { set: [['model', 'c']] }), undefined);
   assert.equal(spliceJson(Buffer.from('{"model":"a"}'), { model: 'a', x: 1 }, { set: [['model', 'c']] }), undefined);

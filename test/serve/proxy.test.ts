@@ -72,7 +72,10 @@ test('session affinity seen through x-switchyard-replica', async () => {
   await until(() => ['r0', 'r1', 'r2'].every((id) => (t.router.fleet.replica(id)?.kvUsage ?? 1) < 0.5), 10_000, 'the fleet to drain');
   const replicaOf = async (conversation: string) => {
     const { response } = await t.client.chat.completions
-      .create({ model: 'tiny', messages: [{ role: 'user', content: `turn in ${conversation}` }], max_tokens: 2 }, { headers: { 'x-conversation-id': conversation } })
+      .create(
+        { model: 'tiny', messages: [{ role: 'user', content: `turn in ${conversation}` }], max_tokens: 2 },
+        { headers: { 'x-conversation-id': conversation } },
+      )
       .withResponse();
     return `${response.headers.get('x-switchyard-replica')} (${response.headers.get('x-switchyard-reason')})`;
   };
@@ -91,7 +94,10 @@ test('session affinity seen through x-switchyard-replica', async () => {
 
 test('GET /v1/models lists what the tenant may use', async () => {
   const models = await t.client.models.list();
-  assert.deepEqual(models.data.map((m) => m.id), ['tiny']);
+  assert.deepEqual(
+    models.data.map((m) => m.id),
+    ['tiny'],
+  );
 });
 
 test('a client abort reaches the engine, which frees the request', async () => {
@@ -112,7 +118,11 @@ test('a client abort reaches the engine, which frees the request', async () => {
   const replica = decisions.decisions.find((d: { trace: { replica?: { reason: string } }; replica: string }) => d.replica)?.replica;
   assert.ok(replica);
   const engines = await Promise.all(['r0', 'r1', 'r2'].map((id) => t.embedded.emulator(id)!));
-  await until(() => engines.every((e) => e.engine.snapshot().running === 0 && e.engine.snapshot().waiting === 0), 5000, 'the engines to drop the aborted request');
+  await until(
+    () => engines.every((e) => e.engine.snapshot().running === 0 && e.engine.snapshot().waiting === 0),
+    5000,
+    'the engines to drop the aborted request',
+  );
   const aborted = engines.reduce((sum, e) => sum + e.engine.snapshot().finished.abort, 0);
   assert.equal(aborted, 1);
 });
@@ -145,9 +155,18 @@ test('/metrics has requests, decisions, timings and replica signals, with bounde
 
 test('by default clients see no replica, pool or strategy reason; a tenant flag opts one tenant in', async () => {
   const tenants = `kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free }\n  - { id: debug, tier: free, decision_headers: full, api_key_sha256: [f3abf2a6cc4f00987743db5f544ba345b4899ae31f326d8ee9c4816de153c9e0] }\n`;
-  const quiet = await startTestRouter({ 'models.yaml': TINY_MODELS, 'tenants.yaml': tenants, 'pools.yaml': tinyPool({ replicas: 2 }), 'settings.yaml': 'kind: settings\n' });
+  const quiet = await startTestRouter({
+    'models.yaml': TINY_MODELS,
+    'tenants.yaml': tenants,
+    'pools.yaml': tinyPool({ replicas: 2 }),
+    'settings.yaml': 'kind: settings\n',
+  });
   try {
-    const anonymous = await fetch(`${quiet.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 1 }) });
+    const anonymous = await fetch(`${quiet.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 1 }),
+    });
     assert.equal(anonymous.status, 200);
     assert.equal(anonymous.headers.get('x-switchyard-model'), 'tiny@v1');
     assert.ok(anonymous.headers.get('x-request-id'));

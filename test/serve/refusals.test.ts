@@ -14,18 +14,33 @@ import { freePort } from '../observe/process.ts';
 const ROOT = new URL('../../', import.meta.url).pathname;
 
 const REFUSED: { id: string; what: string; headers: Record<string, string>; body: string }[] = [
-  { id: 'trace-bad-priority', what: 'a bad x-priority header', headers: { 'content-type': 'application/json', 'x-priority': '!!nope!!' }, body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 1 }) },
+  {
+    id: 'trace-bad-priority',
+    what: 'a bad x-priority header',
+    headers: { 'content-type': 'application/json', 'x-priority': '!!nope!!' },
+    body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 1 }),
+  },
   { id: 'trace-bad-json', what: 'malformed JSON', headers: { 'content-type': 'application/json' }, body: '{"model": "tiny", "prompt": ' },
   { id: 'trace-bad-type', what: 'a wrong content type', headers: { 'content-type': 'text/plain' }, body: 'model=tiny' },
-  { id: 'trace-bad-shape', what: 'a wrong-typed body', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 'lots' }) },
+  {
+    id: 'trace-bad-shape',
+    what: 'a wrong-typed body',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 'lots' }),
+  },
 ];
 
 test('refused requests leave a log line, a metric and a decision record under the request id the client got', { timeout: 90_000 }, async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'sy-refusals-'));
-  for (const [name, text] of Object.entries({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': tinyPool({ replicas: 1 }) })) writeFileSync(join(dir, name), text);
+  for (const [name, text] of Object.entries({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': tinyPool({ replicas: 1 }) }))
+    writeFileSync(join(dir, name), text);
   const port = await freePort();
   const adminPort = await freePort();
-  const child = spawn(process.execPath, ['bin/switchyard.mjs', 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--log-level', 'info'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    ['bin/switchyard.mjs', 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--log-level', 'info'],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let log = '';
   child.stdout!.on('data', (d: Buffer) => (log += d));
   child.stderr!.on('data', (d: Buffer) => (log += d));
@@ -34,7 +49,15 @@ test('refused requests leave a log line, a metric and a decision record under th
     await new Promise((resolve) => child.once('close', resolve));
     rmSync(dir, { recursive: true, force: true });
   });
-  await until(() => fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false), 45_000, 'serve to answer');
+  await until(
+    () =>
+      fetch(`http://127.0.0.1:${port}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      ),
+    45_000,
+    'serve to answer',
+  );
   const rejectionsOf = async () => {
     const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
     return Number(/^switchyard_rejections_total\{reason="invalid_request"\} (\d+)$/m.exec(text)?.[1] ?? 0);

@@ -15,7 +15,10 @@ test('SIGTERM lets an in-flight stream finish, then the router exits 0', async (
   writeFileSync(join(dir, 'models.yaml'), TINY_MODELS);
   writeFileSync(join(dir, 'tenants.yaml'), OPEN_TENANTS);
   writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 1 }));
-  const router = spawn(process.execPath, ['bin/switchyard.mjs', 'serve', '--policies', dir, '--port', '0', '--admin-port', '0', '--emulator-speed', '2'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const router = spawn(process.execPath, ['bin/switchyard.mjs', 'serve', '--policies', dir, '--port', '0', '--admin-port', '0', '--emulator-speed', '2'], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const exited = new Promise<number | null>((resolve) => router.once('exit', (code) => resolve(code)));
   const url = await new Promise<string>((resolve, reject) => {
     let out = '';

@@ -40,7 +40,13 @@ pool_rules:
 `;
 
 export function livePolicyFiles(strategies = '[session-affinity, least-load]'): Record<string, string> {
-  return { 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools(strategies), 'rules.yaml': LIVE_RULES, 'settings.yaml': FULL_HEADERS_SETTINGS };
+  return {
+    'models.yaml': TINY_MODELS,
+    'tenants.yaml': OPEN_TENANTS,
+    'pools.yaml': pools(strategies),
+    'rules.yaml': LIVE_RULES,
+    'settings.yaml': FULL_HEADERS_SETTINGS,
+  };
 }
 
 export function longPromptPolicyFiles(strategies = '[session-affinity, least-load]'): Record<string, string> {
@@ -54,4 +60,5 @@ export function writePolicyDir(files: Record<string, string>, name = 'policy'): 
 }
 
 /** A prompt of about `tokens` estimated tokens (4 characters a token). */
-export const promptOf = (tokens: number, word = 'cache') => Array.from({ length: Math.ceil((tokens * 4) / (word.length + 1)) }, (_, i) => `${word}${i % 10}`).join(' ');
+export const promptOf = (tokens: number, word = 'cache') =>
+  Array.from({ length: Math.ceil((tokens * 4) / (word.length + 1)) }, (_, i) => `${word}${i % 10}`).join(' ');

@@ -40,13 +40,24 @@ async function recordTraffic(count: number): Promise<{ file: string; long: Set<s
       const response = await fetch(`${r.url}/v1/chat/completions`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-request-id': id, 'x-conversation-id': `conv-${i % 5}` },
-        body: JSON.stringify({ model: 'tiny', messages: [{ role: 'system', content: `${SECRET} system` }, { role: 'user', content }], max_tokens: 4 }),
+        body: JSON.stringify({
+          model: 'tiny',
+          messages: [
+            { role: 'system', content: `${SECRET} system` },
+            { role: 'user', content },
+          ],
+          max_tokens: 4,
+        }),
       });
       await response.arrayBuffer();
       assert.equal(response.status, 200);
     }
     // A rejected request is recorded too.
-    const missing = await fetch(`${r.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'rec-missing' }, body: JSON.stringify({ model: 'no-such-model', messages: [{ role: 'user', content: SECRET }] }) });
+    const missing = await fetch(`${r.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-request-id': 'rec-missing' },
+      body: JSON.stringify({ model: 'no-such-model', messages: [{ role: 'user', content: SECRET }] }),
+    });
     await missing.arrayBuffer();
     assert.equal(missing.status, 404);
   } finally {
@@ -61,7 +72,10 @@ test('the recording holds facts, block keys and outcomes, and no prompt text', a
   const text = readFileSync(file, 'utf8');
   assert.ok(!text.includes(SECRET), 'no prompt text in the recording');
   assert.ok(!/promptText|promptTokenIds|"messages"/.test(text));
-  const lines = text.trim().split('\n').map((line) => JSON.parse(line));
+  const lines = text
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line));
   assert.equal(lines.length, 7);
   const [first] = lines;
   assert.equal(first.facts.requestId, 'rec-0');
@@ -81,7 +95,12 @@ test('the recording holds facts, block keys and outcomes, and no prompt text', a
 
 test('block keys chain to exactly the prefix hashes the router computes from the text', () => {
   const settings = policyFrom(livePolicyFiles()).settings;
-  const facts = requestFacts({ requestId: 'x', endpoint: 'chat', headers: {}, body: { model: 'tiny', messages: [{ role: 'user', content: `${promptOf(1500)} ünïcødé 🚀 tail` }] } }) as RequestFacts;
+  const facts = requestFacts({
+    requestId: 'x',
+    endpoint: 'chat',
+    headers: {},
+    body: { model: 'tiny', messages: [{ role: 'user', content: `${promptOf(1500)} ünïcødé 🚀 tail` }] },
+  }) as RequestFacts;
   const keys = promptBlockKeys(facts.promptText, settings);
   assert.ok(keys.length > 50);
   for (const seed of [prefixSeed('tiny'), prefixSeed('tiny', 'adapter-a')]) {

@@ -59,7 +59,10 @@ test('a shadow policy that sends long prompts elsewhere differs exactly on those
     assert.match(metrics, new RegExp(`switchyard_shadow_decisions_total\\{result="differs"\\} ${long.size}`));
     assert.match(metrics, new RegExp(`switchyard_shadow_decisions_total\\{result="same"\\} ${12 - long.size}`));
     // Rule names are quoted in the trace: escaped in the label value.
-    assert.match(metrics, new RegExp(`switchyard_shadow_differences_total\\{step="pool",live="[^"]*",shadow="pool rule \\\\"long prompts\\\\""\\} ${long.size}`));
+    assert.match(
+      metrics,
+      new RegExp(`switchyard_shadow_differences_total\\{step="pool",live="[^"]*",shadow="pool rule \\\\"long prompts\\\\""\\} ${long.size}`),
+    );
   } finally {
     await r.close();
     await shadow.close();
@@ -114,7 +117,9 @@ const slow: StrategyDefinition = {
 test('a broken shadow policy is reported, never fatal, and leaves live answers and their latency alone', async () => {
   const shadow = new Shadow({ builtins: [...BUILTIN_STRATEGIES, explodes, slow], watch: false });
   // Invalid files are refused and nothing is shadowed.
-  const refused = await shadow.set(writePolicyDir({ ...longPromptPolicyFiles(), 'rules.yaml': 'kind: rules\npool_rules: { default_pool: nowhere, rules: [] }\n' }, 'bad'));
+  const refused = await shadow.set(
+    writePolicyDir({ ...longPromptPolicyFiles(), 'rules.yaml': 'kind: rules\npool_rules: { default_pool: nowhere, rules: [] }\n' }, 'bad'),
+  );
   assert.equal(refused.result, 'refused');
   assert.ok(refused.result === 'refused' && refused.errors.some((e) => /nowhere/.test(e)), JSON.stringify(refused));
   assert.equal(shadow.dir, undefined);
@@ -134,10 +139,14 @@ test('a broken shadow policy is reported, never fatal, and leaves live answers a
       times[mode].push(performance.now() - started);
     }
     // Each failed shadow decision spun 3 ms: past 50 ms in a second, the rest of that second is skipped (over_budget).
-    await until(async () => {
-      const { totals } = await json(await fetch(`${r.adminUrl}/admin/shadow`));
-      return totals.failed + totals.over_budget === 16;
-    }, 10_000, 'every shadow decision failed or skipped');
+    await until(
+      async () => {
+        const { totals } = await json(await fetch(`${r.adminUrl}/admin/shadow`));
+        return totals.failed + totals.over_budget === 16;
+      },
+      10_000,
+      'every shadow decision failed or skipped',
+    );
     const s = await json(await fetch(`${r.adminUrl}/admin/shadow`));
     assert.ok(s.totals.failed >= 1, JSON.stringify(s.totals));
     assert.match(s.lastError.message, /blew up/);

@@ -36,7 +36,10 @@ describe('switchyard sim', () => {
     assert.match(r.out, /^tenant acme-premium /m);
     const csv = readFileSync(join(out, 'requests.csv'), 'utf8').trim().split('\n');
     assert.equal(csv.length, 401);
-    assert.equal(csv[0], 'id,arrival_ms,tenant,class,conversation,turn,model,adapter,pool,replica,status,reason,prompt_tokens,cached_tokens,output_tokens,ttft_ms,e2e_ms,preempted');
+    assert.equal(
+      csv[0],
+      'id,arrival_ms,tenant,class,conversation,turn,model,adapter,pool,replica,status,reason,prompt_tokens,cached_tokens,output_tokens,ttft_ms,e2e_ms,preempted',
+    );
     assert.ok(existsSync(join(out, 'timeline.csv')) && existsSync(join(out, 'summary.json')));
     assert.equal(JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')).overall.completed, 400);
   });
@@ -61,13 +64,19 @@ describe('switchyard sim', () => {
   it('a policy with no replicas: a clear error and exit 1', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sim-cli-'));
     mkdirSync(join(dir, 'policies'));
-    for (const f of ['models.yaml', 'rules.yaml', 'settings.yaml', 'tenants.yaml']) writeFileSync(join(dir, 'policies', f), readFileSync(join(POLICIES, f), 'utf8'));
-    const pools = readFileSync(join(POLICIES, 'pools.yaml'), 'utf8').replace(/^ {6}- \{ id: .*\n/gm, '').replace(/replicas:\n/g, 'replicas: []\n');
+    for (const f of ['models.yaml', 'rules.yaml', 'settings.yaml', 'tenants.yaml'])
+      writeFileSync(join(dir, 'policies', f), readFileSync(join(POLICIES, f), 'utf8'));
+    const pools = readFileSync(join(POLICIES, 'pools.yaml'), 'utf8')
+      .replace(/^ {6}- \{ id: .*\n/gm, '')
+      .replace(/replicas:\n/g, 'replicas: []\n');
     writeFileSync(join(dir, 'policies', 'pools.yaml'), pools);
     const r = await cli(['sim', '--policies', join(dir, 'policies'), '--workload', join(EXAMPLES, 'chat.yaml'), '--requests', '10']);
     assert.equal(r.code, 1, r.out);
     // validate refuses a pool without replicas, so sim never gets to simulate nothing.
-    assert.match(r.err, /pools\.yaml:\d+:\d+: pool "general" of llama-3-8b-instruct@v1\.0\.0 has no replicas: every request routed to it would get a 503; add a replica, or remove the pool/);
+    assert.match(
+      r.err,
+      /pools\.yaml:\d+:\d+: pool "general" of llama-3-8b-instruct@v1\.0\.0 has no replicas: every request routed to it would get a 503; add a replica, or remove the pool/,
+    );
     assert.match(r.err, /^sim: the policies in .* cannot be used$/m);
   });
 

@@ -7,7 +7,8 @@ import { renderSvg } from '../../sim/experiments/plot.ts';
 import { EXPERIMENTS, experimentNamed } from '../../sim/experiments/registry.ts';
 import { builtinRegistry } from '../helpers/builtins.ts';
 
-const decode = (text: string) => text.replaceAll('&amp;', '&').replaceAll('&lt;', '<').replaceAll('&gt;', '>').replaceAll('&quot;', '"').replaceAll('&#39;', "'");
+const decode = (text: string) =>
+  text.replaceAll('&amp;', '&').replaceAll('&lt;', '<').replaceAll('&gt;', '>').replaceAll('&quot;', '"').replaceAll('&#39;', "'");
 const texts = (svg: string) => [...svg.matchAll(/<text[^>]*>([^<]*)<\/text>/g)].map((m) => decode(m[1]));
 const legendLabels = (svg: string) => [...svg.matchAll(/role-legend-label[^>]*><text[^>]*>([^<]*)<\/text>/g)].map((m) => decode(m[1]));
 const legendSwatches = (svg: string) => [...svg.matchAll(/role-legend-symbol[^>]*><path([^>]*)\/>/g)].map((m) => m[1]);
@@ -45,7 +46,8 @@ test('every experiment plot: no label cut off, and a visible legend swatch for e
       const swatches = legendSwatches(svg);
       assert.equal(swatches.length, labels.length, `${experiment.name}: one swatch per legend entry`);
       swatches.forEach((swatch, i) => assert.ok(visible(swatch), `${experiment.name}: the swatch of "${labels[i]}" is invisible: ${swatch}`));
-      for (const series of SERIES[experiment.name](report.rows)) assert.ok(labels.includes(series), `${experiment.name}: no legend entry for "${series}" (legend: ${labels.join(', ')})`);
+      for (const series of SERIES[experiment.name](report.rows))
+        assert.ok(labels.includes(series), `${experiment.name}: no legend entry for "${series}" (legend: ${labels.join(', ')})`);
     }
   }
 });

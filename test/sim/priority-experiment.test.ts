@@ -14,8 +14,14 @@ test('experiment priority at 2x capacity: shedding lowers interactive p99 TTFT, 
   const rows = priorityRows(options, 3000, [2]);
   const on = rows.find((r) => r.shedding === 'probabilistic')!;
   const off = rows.find((r) => r.shedding === 'off')!;
-  assert.ok(Number(on.interactive_ttft_p99_ms) < 0.8 * Number(off.interactive_ttft_p99_ms), `interactive p99 with shedding ${on.interactive_ttft_p99_ms} ms, without ${off.interactive_ttft_p99_ms} ms`);
-  assert.ok(Number(on.interactive_refused_share) < Number(off.interactive_refused_share), `interactive refused ${on.interactive_refused_share} with shedding, ${off.interactive_refused_share} without`);
+  assert.ok(
+    Number(on.interactive_ttft_p99_ms) < 0.8 * Number(off.interactive_ttft_p99_ms),
+    `interactive p99 with shedding ${on.interactive_ttft_p99_ms} ms, without ${off.interactive_ttft_p99_ms} ms`,
+  );
+  assert.ok(
+    Number(on.interactive_refused_share) < Number(off.interactive_refused_share),
+    `interactive refused ${on.interactive_refused_share} with shedding, ${off.interactive_refused_share} without`,
+  );
   assert.ok(Number(on.batch_shed_share) > 0.5, `batch shed at 2x: ${on.batch_shed_share}`);
   assert.equal(off.batch_shed_share, 0, 'nothing is shed with shedding off');
   // Overload is refused either way: shedding only chooses whom, so goodput stays within a tenth.

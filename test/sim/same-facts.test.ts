@@ -82,7 +82,9 @@ describe('the simulator and the router evaluate the same facts', () => {
       console.log = log;
     }
     assert.equal(code, 0);
-    const [header, row] = readFileSync(join(dir, 'out', 'requests.csv'), 'utf8').trim().split('\n');
+    const [header, row] = readFileSync(join(dir, 'out', 'requests.csv'), 'utf8')
+      .trim()
+      .split('\n');
     const model = row.split(',')[header.split(',').indexOf('model')];
     assert.equal(model, 'qwen2.5-coder-32b-instruct');
   });

@@ -13,7 +13,13 @@ import { workloadFromSpec, WorkloadError, type WorkloadSpec } from '../../sim/wo
 import { builtinRegistry } from '../helpers/builtins.ts';
 
 const chat = (requests: number, rate: number, extra: Partial<WorkloadSpec> = {}): WorkloadSpec =>
-  ({ kind: 'workload', requests, arrivals: { rate }, system_prompts: { count: 20, zipf: 1, tokens: { type: 'uniform', min: 200, max: 800 } }, ...extra }) as WorkloadSpec;
+  ({
+    kind: 'workload',
+    requests,
+    arrivals: { rate },
+    system_prompts: { count: 20, zipf: 1, tokens: { type: 'uniform', min: 200, max: 800 } },
+    ...extra,
+  }) as WorkloadSpec;
 
 function run(policy: FleetPolicySpec, workload: WorkloadSpec, extra: Partial<SimOptions> = {}) {
   return simulate({ policy: fleetPolicy(policy, builtinRegistry), workload: workloadFromSpec('test workload', workload), seed: 1, ...extra });
@@ -65,7 +71,7 @@ describe('simulate', () => {
   });
 
   it('reports per pool, tenant and class, and rejections by reason', () => {
-    const r = run(segregationPolicy(true, 'power-of-two'), longContextWorkload(600, 10, ));
+    const r = run(segregationPolicy(true, 'power-of-two'), longContextWorkload(600, 10));
     assert.deepEqual(Object.keys(r.pools), ['general', 'long-context']);
     assert.deepEqual(Object.keys(r.tenants), ['everyone']);
     assert.deepEqual(Object.keys(r.classes), ['long-context', 'standard']);
@@ -98,18 +104,27 @@ describe('simulate: configurations that cannot make progress are errors, never h
   const workload = chat(50, 10);
 
   it('a policy without replicas is refused as the policy it is, at its place in pools.yaml', () => {
-    assert.throws(() => run({ pools: [{ name: 'general', replicas: 0, strategies: ['random'] }] }, workload), (e: unknown) => e instanceof PolicyError && /pools\.yaml:\d+:\d+: pool "general" .* has no replicas/.test(e.message));
+    assert.throws(
+      () => run({ pools: [{ name: 'general', replicas: 0, strategies: ['random'] }] }, workload),
+      (e: unknown) => e instanceof PolicyError && /pools\.yaml:\d+:\d+: pool "general" .* has no replicas/.test(e.message),
+    );
   });
 
   it('a fleet that refuses every request', () => {
     // Every request uses an adapter, and no replica has a LoRA slot.
     const policy = { pools: [{ name: 'general', replicas: 2, strategies: ['random'], maxLoras: 0 }], tenantAdapters: ['a0'] };
-    assert.throws(() => run(policy, chat(50, 10, { adapters: { names: ['a0'] } })), (e: unknown) => e instanceof SimError && /no request completed: all 50 were rejected \(engine_rejected: 50\)/.test(e.message));
+    assert.throws(
+      () => run(policy, chat(50, 10, { adapters: { names: ['a0'] } })),
+      (e: unknown) => e instanceof SimError && /no request completed: all 50 were rejected \(engine_rejected: 50\)/.test(e.message),
+    );
   });
 
   it('a workload that sends nothing', () => {
     const none = { kind: 'workload', duration_s: 0.001, arrivals: { rate: 0.01 } } as WorkloadSpec;
-    assert.throws(() => run({ pools: [{ name: 'general', replicas: 1, strategies: ['random'] }] }, none), (e: unknown) => e instanceof SimError && /sends no requests/.test(e.message));
+    assert.throws(
+      () => run({ pools: [{ name: 'general', replicas: 1, strategies: ['random'] }] }, none),
+      (e: unknown) => e instanceof SimError && /sends no requests/.test(e.message),
+    );
   });
 
   it('a replica with a real url and no profile to simulate it as', () => {
@@ -126,6 +141,9 @@ describe('simulate: configurations that cannot make progress are errors, never h
       () => run(policy, chat(10, 10, { models: [{ name: 'chat-large' }] })),
       (e: unknown) => e instanceof WorkloadError && e.problems[0].message === 'models[0].name: the policy has no model, alias or adapter named "chat-large"',
     );
-    assert.throws(() => run(policy, chat(10, 10, { tenants: [{ tenant: 'acme' }] })), (e: unknown) => e instanceof WorkloadError && /no tenant "acme" in the policy \(known: everyone\)/.test(e.message));
+    assert.throws(
+      () => run(policy, chat(10, 10, { tenants: [{ tenant: 'acme' }] })),
+      (e: unknown) => e instanceof WorkloadError && /no tenant "acme" in the policy \(known: everyone\)/.test(e.message),
+    );
   });
 });

@@ -28,22 +28,39 @@ function drain(source: { next(): SimRequestSpec | undefined }, max = 1e6): SimRe
 
 describe('workload files', () => {
   it('an invalid workload is an error with the path and FILE:LINE:COL in the file', () => {
-    const problems = problemsOf(['kind: workload', 'requests: 10', 'arrivals:', '  rate: 5', '  proces: gamma', 'prompt_tokens:', '  type: lognormal', '  medain: 3'].join('\n'));
-    assert.ok(problems.some((p) => p.startsWith('w.yaml:5:3: arrivals: unknown field "proces" (did you mean "process"?)')), problems.join('\n'));
-    assert.ok(problems.some((p) => p.startsWith('w.yaml:7:') && p.includes('prompt_tokens: missing required field "median"')), problems.join('\n'));
+    const problems = problemsOf(
+      ['kind: workload', 'requests: 10', 'arrivals:', '  rate: 5', '  proces: gamma', 'prompt_tokens:', '  type: lognormal', '  medain: 3'].join('\n'),
+    );
+    assert.ok(
+      problems.some((p) => p.startsWith('w.yaml:5:3: arrivals: unknown field "proces" (did you mean "process"?)')),
+      problems.join('\n'),
+    );
+    assert.ok(
+      problems.some((p) => p.startsWith('w.yaml:7:') && p.includes('prompt_tokens: missing required field "median"')),
+      problems.join('\n'),
+    );
   });
 
   it('reports wrong types and unknown distributions at their value', () => {
     const problems = problemsOf(['kind: workload', 'requests: many', 'arrivals: { rate: 5 }', 'output_tokens: { type: zipfian, mean: 3 }'].join('\n'));
-    assert.ok(problems.some((p) => p.startsWith('w.yaml:2:11: requests: must be integer')), problems.join('\n'));
-    assert.ok(problems.some((p) => p.startsWith('w.yaml:4:') && p.includes('output_tokens.type')), problems.join('\n'));
+    assert.ok(
+      problems.some((p) => p.startsWith('w.yaml:2:11: requests: must be integer')),
+      problems.join('\n'),
+    );
+    assert.ok(
+      problems.some((p) => p.startsWith('w.yaml:4:') && p.includes('output_tokens.type')),
+      problems.join('\n'),
+    );
   });
 
   it('checks what the schema cannot: an endless workload, a lognormal over-specified, a ramp without a duration', () => {
     assert.match(problemsOf('kind: workload\narrivals: { rate: 5 }\n')[0], /never ends/);
     const two = problemsOf('kind: workload\nrequests: 5\narrivals: { rate: 5 }\nprompt_tokens: { type: lognormal, median: 100, mean: 120, p99: 500 }\n');
     assert.match(two[0], /^w\.yaml:4:16: prompt_tokens: a lognormal takes the median and exactly one of mean, p99 or sigma/);
-    assert.match(problemsOf('kind: workload\nrequests: 5\narrivals: { rate: 5, rate_end: 9 }\n')[0], /w\.yaml:3:\d+: arrivals\.rate_end: a ramp needs "duration_s"/);
+    assert.match(
+      problemsOf('kind: workload\nrequests: 5\narrivals: { rate: 5, rate_end: 9 }\n')[0],
+      /w\.yaml:3:\d+: arrivals\.rate_end: a ramp needs "duration_s"/,
+    );
   });
 
   it('a YAML syntax error is located too', () => {
@@ -144,8 +161,14 @@ describe('trace replay', () => {
     writeFileSync(path, ['timestamp,input_tokens,output_tokens,hash_ids', '1000,1024,10,7 8', '1500,1100,20,7 8 9', '2500,600,5,'].join('\n'));
     const spec = { kind: 'workload', trace: { file: path, block_tokens: 512 } } as WorkloadSpec;
     const rows = drain(new TraceSource(spec, path, 1, []));
-    assert.deepEqual(rows.map((r) => r.at), [0, 500, 1500]);
-    assert.deepEqual(rows.map((r) => r.promptTokens), [1024, 1100, 600]);
+    assert.deepEqual(
+      rows.map((r) => r.at),
+      [0, 500, 1500],
+    );
+    assert.deepEqual(
+      rows.map((r) => r.promptTokens),
+      [1024, 1100, 600],
+    );
     assert.equal(rawBlockIds(rows[0].blocks).length, 64);
     assert.deepEqual(rawBlockIds(rows[1].blocks).slice(0, 64), rawBlockIds(rows[0].blocks), 'hash ids 7 8 are the same 1024 tokens');
     assert.notEqual(rawBlockIds(rows[2].blocks)[0], rawBlockIds(rows[0].blocks)[0]);
@@ -153,7 +176,10 @@ describe('trace replay', () => {
 
   it('reads Mooncake JSONL', () => {
     const path = join(dir, 'mooncake.jsonl');
-    writeFileSync(path, '{"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [1, 2]}\n{"timestamp": 27, "input_length": 512, "output_length": 4, "hash_ids": [1]}\n');
+    writeFileSync(
+      path,
+      '{"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [1, 2]}\n{"timestamp": 27, "input_length": 512, "output_length": 4, "hash_ids": [1]}\n',
+    );
     const rows = drain(new TraceSource({ kind: 'workload', trace: { file: path } } as WorkloadSpec, path, 1, []));
     assert.equal(rows.length, 2);
     assert.deepEqual(rawBlockIds(rows[1].blocks), rawBlockIds(rows[0].blocks).slice(0, 32));
@@ -164,6 +190,10 @@ describe('trace replay', () => {
     writeFileSync(path, 'timestamp,input_tokens,output_tokens\n0,10,1\n5,ten,1\n');
     const source = new TraceSource({ kind: 'workload', trace: { file: path } } as WorkloadSpec, path, 1, []);
     source.next();
-    assert.throws(() => source.next(), (e: unknown) => e instanceof WorkloadError && /bad\.csv$/.test(e.problems[0].file) && e.problems[0].line === 3 && /input tokens/.test(e.problems[0].message));
+    assert.throws(
+      () => source.next(),
+      (e: unknown) =>
+        e instanceof WorkloadError && /bad\.csv$/.test(e.problems[0].file) && e.problems[0].line === 3 && /input tokens/.test(e.problems[0].message),
+    );
   });
 });

@@ -25,7 +25,6 @@ import { curatedCases, fetchBody, type HostileCase } from '../hostile/cases.ts';
 import { rawExchange } from '../hostile/raw-http.ts';
 import { CLIENT_FLOODS } from '../hostile/floods-kit.ts';
 
-
 // ---------------------------------------------------------------- children
 
 async function runEngine(port: number): Promise<void> {
@@ -46,7 +45,8 @@ async function runRouter(ports: number[]): Promise<void> {
   const files = {
     'models.yaml': 'kind: models\nmodels:\n  - id: soak\n    versions: [{ version: v1 }]\n',
     // The floods' keyed requests carry sk-test: the same tenant as the keyless traffic.
-    'tenants.yaml': 'kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free, api_key_sha256: [f3abf2a6cc4f00987743db5f544ba345b4899ae31f326d8ee9c4816de153c9e0] }\n',
+    'tenants.yaml':
+      'kind: tenants\nanonymous: anon\ntenants:\n  - { id: anon, tier: free, api_key_sha256: [f3abf2a6cc4f00987743db5f544ba345b4899ae31f326d8ee9c4816de153c9e0] }\n',
     'pools.yaml': `kind: pools\npools:\n  - name: general\n    model: soak\n    version: v1\n    limits: { max_model_len: 2048 }\n    strategies: [session-affinity, prefix-affinity, power-of-two]\n    replicas:\n${replicas}\n`,
   };
   const loaded = buildSnapshot(policyInputsFromTexts(files, { registry: registryOf(BUILTIN_STRATEGIES) }));
@@ -101,7 +101,7 @@ const ENGINES = 3;
 
 /** A small deterministic generator: a soak run can be replayed. */
 let seed = Number(process.env.SOAK_SEED ?? 20261130) >>> 0;
-const random = () => ((seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+const random = () => (seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32;
 const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)];
 
 function start(args: string[], execArgv: string[] = []): Promise<{ url: string; child: ChildProcess }> {
@@ -160,7 +160,9 @@ async function drive(): Promise<void> {
   const pending = new Set<Promise<void>>();
   const started = Date.now();
   const elapsed = () => (Date.now() - started) / 1000;
-  console.log(`soak: ${SECONDS} s at ${RATE} req/s through ${router.url}, ${ENGINES} engines, a fault every ~${FAULT_EVERY_MS} ms, ${hostile.length} hostile cases in the mix, ${FLOOD_EVERY_MS > 0 ? `a ${FLOOD_MS} ms flood every ~${FLOOD_EVERY_MS} ms` : 'no floods'}`);
+  console.log(
+    `soak: ${SECONDS} s at ${RATE} req/s through ${router.url}, ${ENGINES} engines, a fault every ~${FAULT_EVERY_MS} ms, ${hostile.length} hostile cases in the mix, ${FLOOD_EVERY_MS > 0 ? `a ${FLOOD_MS} ms flood every ~${FLOOD_EVERY_MS} ms` : 'no floods'}`,
+  );
 
   const count = (t: Tally, status: number, ms: number) => {
     t.answered++;
@@ -174,7 +176,15 @@ async function drive(): Promise<void> {
     const body =
       kind === 'completions'
         ? { model: 'soak', prompt: `soak request ${n}: once upon a time`, max_tokens: 8 }
-        : { model: 'soak', max_tokens: 8, stream: kind === 'stream', messages: [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: `soak request ${n % 50}` }] };
+        : {
+            model: 'soak',
+            max_tokens: 8,
+            stream: kind === 'stream',
+            messages: [
+              { role: 'system', content: 'You are terse.' },
+              { role: 'user', content: `soak request ${n % 50}` },
+            ],
+          };
     const t0 = Date.now();
     let status = 0;
     try {
@@ -191,7 +201,8 @@ async function drive(): Promise<void> {
       });
       count(valid, status, Date.now() - t0);
       if (status === 500) valid.failures.push(`500: ${text.slice(0, 200)}`);
-      else if (status === 200 && kind === 'stream' && text !== '' && !text.includes('data: [DONE]') && !text.includes('"error"')) valid.failures.push('a stream ended without [DONE] or an error event');
+      else if (status === 200 && kind === 'stream' && text !== '' && !text.includes('data: [DONE]') && !text.includes('"error"'))
+        valid.failures.push('a stream ended without [DONE] or an error event');
       else if (status !== 200 && status !== 502 && status !== 503 && status !== 504) valid.failures.push(`status ${status}: ${text.slice(0, 200)}`);
     } catch (error) {
       if (status === 0) valid.unanswered.push(`${kind}: ${(error as Error).message}`);
@@ -207,7 +218,12 @@ async function drive(): Promise<void> {
       if (c.kind === 'raw') {
         status = (await rawExchange(router.url, c.bytes, ANSWER_BOUND_MS)).status ?? 0;
       } else {
-        const response = await fetch(`${router.url}${c.path ?? '/v1/chat/completions'}`, { method: c.method ?? 'POST', headers: c.headers, body: fetchBody(c), signal: AbortSignal.timeout(ANSWER_BOUND_MS) });
+        const response = await fetch(`${router.url}${c.path ?? '/v1/chat/completions'}`, {
+          method: c.method ?? 'POST',
+          headers: c.headers,
+          body: fetchBody(c),
+          signal: AbortSignal.timeout(ANSWER_BOUND_MS),
+        });
         status = response.status;
         await response.arrayBuffer().catch(() => undefined);
       }
@@ -284,7 +300,10 @@ async function drive(): Promise<void> {
         sampledAt = Date.now();
         const sample = { at, flooded: floodsOn > 0 || floodEndedAt > windowStart, ...m };
         samples.push(sample);
-        if (at > warmup) console.log(`  ${at.toFixed(0).padStart(4)} s  rss ${mb(m.rss)} MB  heap ${mb(m.heapUsed)} MB  peak rss ${mb(m.peakRss)} MB  max block ${m.maxBlockMs.toFixed(0)} ms${sample.flooded ? ' (flood)' : ''}  in flight ${pending.size}`);
+        if (at > warmup)
+          console.log(
+            `  ${at.toFixed(0).padStart(4)} s  rss ${mb(m.rss)} MB  heap ${mb(m.heapUsed)} MB  peak rss ${mb(m.peakRss)} MB  max block ${m.maxBlockMs.toFixed(0)} ms${sample.flooded ? ' (flood)' : ''}  in flight ${pending.size}`,
+          );
       });
     }
   }
@@ -303,19 +322,31 @@ async function drive(): Promise<void> {
   const heapGrowth = heapLate - heapEarly;
   const memoryFlat = heapGrowth < Math.max(32 * 2 ** 20, heapEarly * 0.5);
 
-  const statuses = (t: Tally) => [...t.byStatus].sort(([a], [b]) => a - b).map(([s, c]) => `${s}×${c}`).join(' ');
+  const statuses = (t: Tally) =>
+    [...t.byStatus]
+      .sort(([a], [b]) => a - b)
+      .map(([s, c]) => `${s}×${c}`)
+      .join(' ');
   console.log('\nsoak summary');
   console.log(`  duration          ${elapsed().toFixed(0)} s, ${n} requests (${(n / elapsed()).toFixed(0)}/s)`);
   console.log(`  faults            ${[...faults].map(([f, c]) => `${f}×${c}`).join(' ') || 'none'}`);
   console.log(`  floods            ${[...floods].map(([f, c]) => `${f} ×${c}`).join('; ') || 'none'}`);
   const worst = (flooded: boolean) => {
     const xs = samples.filter((s) => s.flooded === flooded);
-    return xs.length ? `max block ${Math.max(...xs.map((s) => s.maxBlockMs)).toFixed(0)} ms, peak rss ${mb(Math.max(...xs.map((s) => s.peakRss)))} MB (${xs.length} samples)` : 'no samples';
+    return xs.length
+      ? `max block ${Math.max(...xs.map((s) => s.maxBlockMs)).toFixed(0)} ms, peak rss ${mb(Math.max(...xs.map((s) => s.peakRss)))} MB (${xs.length} samples)`
+      : 'no samples';
   };
   console.log(`  router loop       with a flood on: ${worst(true)}; without: ${worst(false)}`);
-  console.log(`  valid requests    ${valid.sent} sent, ${valid.answered} answered, ${valid.unanswered.length} unanswered; ${statuses(valid)}; ${valid.streamsCut} streams cut by a dying engine; slowest ${valid.slowestMs} ms`);
-  console.log(`  hostile requests  ${attacks.sent} sent, ${attacks.answered} answered, ${attacks.unanswered.length} unanswered; ${statuses(attacks)}; slowest ${attacks.slowestMs} ms`);
-  console.log(`  router memory     heap ${mb(heapEarly)} -> ${mb(heapLate)} MB (after gc), rss ${mb(rssEarly)} -> ${mb(rssLate)} MB; final rss ${mb(final.rss)} MB`);
+  console.log(
+    `  valid requests    ${valid.sent} sent, ${valid.answered} answered, ${valid.unanswered.length} unanswered; ${statuses(valid)}; ${valid.streamsCut} streams cut by a dying engine; slowest ${valid.slowestMs} ms`,
+  );
+  console.log(
+    `  hostile requests  ${attacks.sent} sent, ${attacks.answered} answered, ${attacks.unanswered.length} unanswered; ${statuses(attacks)}; slowest ${attacks.slowestMs} ms`,
+  );
+  console.log(
+    `  router memory     heap ${mb(heapEarly)} -> ${mb(heapLate)} MB (after gc), rss ${mb(rssEarly)} -> ${mb(rssLate)} MB; final rss ${mb(final.rss)} MB`,
+  );
   const problems = [
     ...valid.unanswered.slice(0, 5).map((p) => `unanswered: ${p}`),
     ...attacks.unanswered.slice(0, 5).map((p) => `unanswered hostile: ${p}`),
@@ -324,7 +355,11 @@ async function drive(): Promise<void> {
     ...(memoryFlat ? [] : [`router heap grew ${mb(heapGrowth)} MB`]),
   ];
   const failed = valid.unanswered.length + attacks.unanswered.length + valid.failures.length + attacks.failures.length + (memoryFlat ? 0 : 1);
-  console.log(failed === 0 ? '  result            PASS: every request answered, no 500, memory flat' : `  result            FAIL (${failed} problems)\n    ${problems.join('\n    ')}`);
+  console.log(
+    failed === 0
+      ? '  result            PASS: every request answered, no 500, memory flat'
+      : `  result            FAIL (${failed} problems)\n    ${problems.join('\n    ')}`,
+  );
 
   await new Promise<void>((resolve) => {
     router.child.once('exit', () => resolve());

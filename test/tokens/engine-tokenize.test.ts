@@ -27,7 +27,19 @@ after(async () => {
 });
 
 /** The fields of vLLM's TokenizeChatRequest and TokenizeCompletionRequest (vllm/entrypoints/serve/tokenize/protocol.py). */
-const VLLM_CHAT_FIELDS = new Set(['model', 'messages', 'add_generation_prompt', 'return_token_strs', 'continue_final_message', 'add_special_tokens', 'chat_template', 'chat_template_kwargs', 'media_io_kwargs', 'mm_processor_kwargs', 'tools']);
+const VLLM_CHAT_FIELDS = new Set([
+  'model',
+  'messages',
+  'add_generation_prompt',
+  'return_token_strs',
+  'continue_final_message',
+  'add_special_tokens',
+  'chat_template',
+  'chat_template_kwargs',
+  'media_io_kwargs',
+  'mm_processor_kwargs',
+  'tools',
+]);
 const VLLM_COMPLETION_FIELDS = new Set(['model', 'prompt', 'add_special_tokens', 'return_token_strs']);
 
 const models = 'kind: models\nmodels:\n  - id: tiny\n    tokenizer: engine\n    versions: [{ version: v1 }]\n';
@@ -59,25 +71,43 @@ pools:
 const settings = 'kind: settings\ndecision_headers: full\ntokenize_wait_ms: 1000\n';
 
 const metricsText = async (adminUrl: string) => (await fetch(`${adminUrl}/metrics`)).text();
-const counted = (text: string, source: string, fallback: string) => Number(new RegExp(`switchyard_prompt_token_counts_total\\{source="${source}",fallback="${fallback}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
+const counted = (text: string, source: string, fallback: string) =>
+  Number(new RegExp(`switchyard_prompt_token_counts_total\\{source="${source}",fallback="${fallback}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
 
 const CHAT = {
   messages: [
     { role: 'system' as const, content: 'You are a terse assistant. Answer in one line.' },
     { role: 'user' as const, content: 'Which three rivers meet at Pittsburgh, and which of them flows on to the Mississippi? 匹兹堡有三条河。' },
   ],
-  tools: [{ type: 'function' as const, function: { name: 'lookup', description: 'Looks a place up', parameters: { type: 'object', properties: { place: { type: 'string' } } } } }],
+  tools: [
+    {
+      type: 'function' as const,
+      function: { name: 'lookup', description: 'Looks a place up', parameters: { type: 'object', properties: { place: { type: 'string' } } } },
+    },
+  ],
 };
 
 test('a chat is counted by the replica /tokenize (the engine renders its template) and the pool rule sees the exact count', { timeout: 120_000 }, async () => {
   const engine = await startEmulator({ profile: 'tiny', speed: 20, host: '127.0.0.1', servedModelName: 'tiny', tokenizer: LLAMA });
   closers.push(() => engine.close());
   // The truth: what the engine itself says for this chat, asked the way vLLM is.
-  const truth = (await (await fetch(`${engine.url}/tokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...CHAT, add_generation_prompt: true }) })).json()) as { count: number; tokens: number[] };
+  const truth = (await (
+    await fetch(`${engine.url}/tokenize`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ ...CHAT, add_generation_prompt: true }),
+    })
+  ).json()) as { count: number; tokens: number[] };
   assert.equal(truth.count, truth.tokens.length);
   assert.ok(truth.count > 40, `the chat with its tool renders to ${truth.count} tokens`);
 
-  const r = await startTestRouter({ 'models.yaml': models, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools(engine.url), 'rules.yaml': rules(truth.count), 'settings.yaml': settings });
+  const r = await startTestRouter({
+    'models.yaml': models,
+    'tenants.yaml': OPEN_TENANTS,
+    'pools.yaml': pools(engine.url),
+    'rules.yaml': rules(truth.count),
+    'settings.yaml': settings,
+  });
   closers.push(() => r.close());
   const chat = await r.client.chat.completions.create({ model: 'tiny', ...CHAT, max_tokens: 4 }).withResponse();
   assert.equal(chat.response.headers.get('x-switchyard-pool'), 'exact', 'the router decided on the engine count');
@@ -86,15 +116,30 @@ test('a chat is counted by the replica /tokenize (the engine renders its templat
 
   // A completion prompt: tokenized as text, BOS added as vLLM's add_special_tokens default does.
   const text = 'Pittsburgh sits where the Allegheny and the Monongahela form the Ohio.';
-  const asText = (await (await fetch(`${engine.url}/tokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: text }) })).json()) as { count: number };
+  const asText = (await (
+    await fetch(`${engine.url}/tokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: text }) })
+  ).json()) as { count: number };
   await r.close();
   closers.pop();
-  const r2 = await startTestRouter({ 'models.yaml': models, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools(engine.url), 'rules.yaml': rules(asText.count), 'settings.yaml': settings });
+  const r2 = await startTestRouter({
+    'models.yaml': models,
+    'tenants.yaml': OPEN_TENANTS,
+    'pools.yaml': pools(engine.url),
+    'rules.yaml': rules(asText.count),
+    'settings.yaml': settings,
+  });
   closers.push(() => r2.close());
   const completion = await r2.client.completions.create({ model: 'tiny', prompt: text, max_tokens: 2 }).withResponse();
   assert.equal(completion.response.headers.get('x-switchyard-pool'), 'exact');
   const m = await metricsText(r2.adminUrl);
-  assert.equal(counted(m, 'engine', 'none'), 1, m.split('\n').filter((l) => l.includes('prompt_token_counts')).join('\n'));
+  assert.equal(
+    counted(m, 'engine', 'none'),
+    1,
+    m
+      .split('\n')
+      .filter((l) => l.includes('prompt_token_counts'))
+      .join('\n'),
+  );
 });
 
 type Mode = 'hang' | 'garbage' | 'huge' | 'error' | 'ok';
@@ -114,7 +159,8 @@ async function oddEngine(): Promise<{ url: string; mode: Mode; seen: { authoriza
         state.seen.push({ authorization: req.headers.authorization, body });
         if (state.mode === 'hang') return void hung.push(res);
         if (state.mode === 'error') return void res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":{"message":"boom"}}');
-        if (state.mode === 'garbage') return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"count": 3, "tokens": [1, "two", {"x": 3}]}');
+        if (state.mode === 'garbage')
+          return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"count": 3, "tokens": [1, "two", {"x": 3}]}');
         if (state.mode === 'huge') {
           // Far more ids than a short prompt can have: the router stops reading.
           res.writeHead(200, { 'content-type': 'application/json' });
@@ -132,7 +178,14 @@ async function oddEngine(): Promise<{ url: string; mode: Mode; seen: { authoriza
         }
         return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"count":2,"max_model_len":1024,"tokens":[128000,9906],"token_strs":null}');
       }
-      const answer = JSON.stringify({ id: 'chatcmpl-x', object: 'chat.completion', created: 1, model: body.model, choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, logprobs: null, finish_reason: 'stop' }], usage: { prompt_tokens: 5, total_tokens: 6, completion_tokens: 1 } });
+      const answer = JSON.stringify({
+        id: 'chatcmpl-x',
+        object: 'chat.completion',
+        created: 1,
+        model: body.model,
+        choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, logprobs: null, finish_reason: 'stop' }],
+        usage: { prompt_tokens: 5, total_tokens: 6, completion_tokens: 1 },
+      });
       res.writeHead(200, { 'content-type': 'application/json' }).end(answer);
     });
   });
@@ -146,7 +199,9 @@ async function oddEngine(): Promise<{ url: string; mode: Mode; seen: { authoriza
   return state;
 }
 
-test('a replica whose /tokenize hangs, fails or answers garbage: routed on the estimate, the reason counted, the engine key sent', { timeout: 120_000 }, async () => {
+test('a replica whose /tokenize hangs, fails or answers garbage: routed on the estimate, the reason counted, the engine key sent', {
+  timeout: 120_000,
+}, async () => {
   process.env.SWITCHYARD_TEST_TOKENIZE_KEY = 'sk-engine-secret';
   const engine = await oddEngine();
   closers.push(() => engine.close());
@@ -175,7 +230,11 @@ test('a replica whose /tokenize hangs, fails or answers garbage: routed on the e
   await until(() => EngineTokenizer.shared().inFlight === 0, 10_000, 'the hung call to end');
   assert.equal(engine.seen[0].authorization, 'Bearer sk-engine-secret');
   const chatBody = engine.seen[0].body;
-  assert.deepEqual(Object.keys(chatBody).filter((k) => !VLLM_CHAT_FIELDS.has(k)), [], 'only fields vLLM TokenizeChatRequest has');
+  assert.deepEqual(
+    Object.keys(chatBody).filter((k) => !VLLM_CHAT_FIELDS.has(k)),
+    [],
+    'only fields vLLM TokenizeChatRequest has',
+  );
   assert.deepEqual(chatBody.messages, [{ role: 'user', content: 'hang on' }]);
   assert.equal(chatBody.add_generation_prompt, true);
   assert.equal(chatBody.add_special_tokens, false);
@@ -228,10 +287,27 @@ test('the answer reader refuses what a hostile or broken replica may send, and r
 test('the completion body sent is vLLM TokenizeCompletionRequest', async () => {
   const { tokenizeBody } = await import('../../core/tokens/engine-tokenizer.ts');
   const body = tokenizeBody({ kind: 'text', text: 'hello' });
-  assert.deepEqual(Object.keys(body).filter((k) => !VLLM_COMPLETION_FIELDS.has(k)), []);
+  assert.deepEqual(
+    Object.keys(body).filter((k) => !VLLM_COMPLETION_FIELDS.has(k)),
+    [],
+  );
   assert.deepEqual(body, { prompt: 'hello', add_special_tokens: true });
-  const chat = tokenizeBody({ kind: 'chat', chat: { messages: [{ role: 'user', content: 'x' }], add_generation_prompt: false, continue_final_message: true, chat_template_kwargs: { enable_thinking: false } } });
-  assert.deepEqual(chat, { messages: [{ role: 'user', content: 'x' }], add_generation_prompt: false, continue_final_message: true, add_special_tokens: false, chat_template_kwargs: { enable_thinking: false } });
+  const chat = tokenizeBody({
+    kind: 'chat',
+    chat: {
+      messages: [{ role: 'user', content: 'x' }],
+      add_generation_prompt: false,
+      continue_final_message: true,
+      chat_template_kwargs: { enable_thinking: false },
+    },
+  });
+  assert.deepEqual(chat, {
+    messages: [{ role: 'user', content: 'x' }],
+    add_generation_prompt: false,
+    continue_final_message: true,
+    add_special_tokens: false,
+    chat_template_kwargs: { enable_thinking: false },
+  });
 });
 
 test('an answer far longer than the prompt could tokenize to, and an engine error: the estimate, with the reason', { timeout: 60_000 }, async () => {
@@ -263,10 +339,18 @@ test('validate accepts tokenizer: engine', () => {
   writeFileSync(join(dir, 'pools.yaml'), pools('http://127.0.0.1:9'));
   writeFileSync(join(dir, 'rules.yaml'), rules(5));
   writeFileSync(join(dir, 'settings.yaml'), settings);
-  const run = spawnSync(process.execPath, ['bin/switchyard.mjs', 'validate', dir], { cwd: fileURLToPath(new URL('../../', import.meta.url)), encoding: 'utf8', timeout: 60_000 });
+  const run = spawnSync(process.execPath, ['bin/switchyard.mjs', 'validate', dir], {
+    cwd: fileURLToPath(new URL('../../', import.meta.url)),
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
   assert.equal(run.status, 0, run.stdout + run.stderr);
   writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\ntokenize_wait_ms: -1\n');
-  const bad = spawnSync(process.execPath, ['bin/switchyard.mjs', 'validate', dir], { cwd: fileURLToPath(new URL('../../', import.meta.url)), encoding: 'utf8', timeout: 60_000 });
+  const bad = spawnSync(process.execPath, ['bin/switchyard.mjs', 'validate', dir], {
+    cwd: fileURLToPath(new URL('../../', import.meta.url)),
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
   assert.equal(bad.status, 1);
   assert.match(bad.stdout + bad.stderr, /settings\.yaml:2:\d+: .*tokenize_wait_ms/);
 });

@@ -45,17 +45,29 @@ test("Qwen3's chat template and vocabulary give vLLM's ids for a chat, through t
 });
 
 test("Llama 3's template writes BOS itself: a chat gets exactly one <|begin_of_text|>", async () => {
-  const body = { model: 'llama', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hello!' }] };
+  const body = {
+    model: 'llama',
+    messages: [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'Hello!' },
+    ],
+  };
   const counted = await countFacts(chatFacts(body), body, LLAMA_DIR, service, Infinity);
   const ids = [...counted.facts.promptTokenIds!];
   assert.equal(ids.filter((id) => id === 128000).length, 1);
   assert.equal(ids[0], 128000);
   const { tokenizer } = folder('llama');
-  assert.equal(tokenizer.decode(ids), '<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHello!<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n');
+  assert.equal(
+    tokenizer.decode(ids),
+    '<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHello!<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n',
+  );
 });
 
 test('completions prompts get the special tokens the tokenizer adds (BOS for Llama, none for Qwen); token ids are taken as they are', async () => {
-  for (const [dir, which] of [[LLAMA_DIR, 'llama'], [QWEN_DIR, 'qwen']] as const) {
+  for (const [dir, which] of [
+    [LLAMA_DIR, 'llama'],
+    [QWEN_DIR, 'qwen'],
+  ] as const) {
     const body = { model: 'm', prompt: 'Once upon a time, in a router far away,' };
     const facts = requestFacts({ requestId: 't', endpoint: 'completions', headers: {}, body }) as RequestFacts;
     const counted = await countFacts(facts, body, dir, service, Infinity);
@@ -66,7 +78,18 @@ test('completions prompts get the special tokens the tokenizer adds (BOS for Lla
   assert.equal(facts.promptTokensSource, 'tokenizer');
   assert.equal(facts.promptTokens, 3);
   assert.deepEqual([...facts.promptTokenIds!], [128000, 9906, 1917]);
-  const lists = requestFacts({ requestId: 't', endpoint: 'completions', headers: {}, body: { model: 'm', prompt: [[1, 2], [3, 4, 5]] } }) as RequestFacts;
+  const lists = requestFacts({
+    requestId: 't',
+    endpoint: 'completions',
+    headers: {},
+    body: {
+      model: 'm',
+      prompt: [
+        [1, 2],
+        [3, 4, 5],
+      ],
+    },
+  }) as RequestFacts;
   assert.equal(lists.promptTokens, 5);
 });
 
@@ -74,7 +97,10 @@ test('the segment cache gives the ids of whole-text encoding, on random text wit
   for (const which of ['llama', 'qwen'] as const) {
     const f = folder(which);
     const counter = new FolderCounter(f, 1 << 20);
-    const specials = which === 'llama' ? ['<|begin_of_text|>', '<|eot_id|>', '<|start_header_id|>', '<|end_header_id|>'] : ['<|im_start|>', '<|im_end|>', '<think>', '<tool_call>'];
+    const specials =
+      which === 'llama'
+        ? ['<|begin_of_text|>', '<|eot_id|>', '<|start_header_id|>', '<|end_header_id|>']
+        : ['<|im_start|>', '<|im_end|>', '<think>', '<tool_call>'];
     const piece = fc.oneof(
       fc.string({ maxLength: 40 }),
       fc.fullUnicodeString({ maxLength: 20 }),
@@ -103,7 +129,11 @@ test("a conversation's next turn hits the cache for everything but its new messa
   const messages = [{ role: 'user', content: 'Summarise this document. '.repeat(200) }];
   const first = { kind: 'chat' as const, chat: { messages }, now: 0 };
   counter.encode(first, counter.plan(first));
-  const next = { kind: 'chat' as const, chat: { messages: [...messages, { role: 'assistant', content: 'It says hello.' }, { role: 'user', content: 'And then?' }] }, now: 0 };
+  const next = {
+    kind: 'chat' as const,
+    chat: { messages: [...messages, { role: 'assistant', content: 'It says hello.' }, { role: 'user', content: 'And then?' }] },
+    now: 0,
+  };
   const plan = counter.plan(next);
   assert.ok(plan.coldChars < 40, `only the new text is cold (${plan.coldChars} characters)`);
   const [ids] = counter.encode(next, plan);
@@ -132,11 +162,15 @@ test("Llama 3.1's date header: strftime_now gives the router's UTC date, and dat
 });
 
 test('tools reach the template, and tool-call arguments are objects as vLLM passes them', () => {
-  const f = loadTokenizerFolder(folderWithTemplate('{{ tools | length }}|{% for m in messages %}{% if m.tool_calls %}{{ m.tool_calls[0].function.arguments.city }}{% endif %}{% endfor %}'));
+  const f = loadTokenizerFolder(
+    folderWithTemplate('{{ tools | length }}|{% for m in messages %}{% if m.tool_calls %}{{ m.tool_calls[0].function.arguments.city }}{% endif %}{% endfor %}'),
+  );
   const text = renderChat(
     f,
     {
-      messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'weather', arguments: '{"city":"Paris"}' } }] }],
+      messages: [
+        { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'weather', arguments: '{"city":"Paris"}' } }] },
+      ],
       tools: [{ type: 'function', function: { name: 'weather', parameters: {} } }],
     },
     new Date(0),

@@ -158,16 +158,22 @@ let workerScript: Promise<string> | undefined;
 
 /** The worker's code, bundled once per process into a file named by its hash. */
 function workerScriptPath(): Promise<string> {
-  const made = (workerScript ??= build({ entryPoints: [WORKER_ENTRY], bundle: true, write: false, format: 'esm', platform: 'node', target: 'node20', logLevel: 'silent' }).then(
-    (output) => {
-      const code = output.outputFiles[0].text;
-      const dir = join(tmpdir(), 'switchyard-cage');
-      mkdirSync(dir, { recursive: true });
-      const path = join(dir, `worker.${createHash('sha256').update(code).digest('hex').slice(0, 16)}.mjs`);
-      if (!existsSync(path)) writeFileSync(path, code);
-      return path;
-    },
-  ));
+  const made = (workerScript ??= build({
+    entryPoints: [WORKER_ENTRY],
+    bundle: true,
+    write: false,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    logLevel: 'silent',
+  }).then((output) => {
+    const code = output.outputFiles[0].text;
+    const dir = join(tmpdir(), 'switchyard-cage');
+    mkdirSync(dir, { recursive: true });
+    const path = join(dir, `worker.${createHash('sha256').update(code).digest('hex').slice(0, 16)}.mjs`);
+    if (!existsSync(path)) writeFileSync(path, code);
+    return path;
+  }));
   return made.then((path) => (existsSync(path) ? path : ((workerScript = undefined), workerScriptPath())));
 }
 
@@ -208,7 +214,11 @@ export class PluginCage {
       env: {},
       argv: [],
       execArgv: [],
-      resourceLimits: { maxOldGenerationSizeMb: limits.heapMb + limits.heapHeadroomMb, maxYoungGenerationSizeMb: Math.max(4, Math.ceil(limits.heapMb / 8)), stackSizeMb: 4 },
+      resourceLimits: {
+        maxOldGenerationSizeMb: limits.heapMb + limits.heapHeadroomMb,
+        maxYoungGenerationSizeMb: Math.max(4, Math.ceil(limits.heapMb / 8)),
+        stackSizeMb: 4,
+      },
       name: `switchyard plugin ${file}`,
     });
     worker.unref();
@@ -230,7 +240,12 @@ export class PluginCage {
     }
     void worker.terminate();
     if (first.type === 'ready') {
-      return { kind: 'refused', hasDefault: first.hasDefault === true, exports: (first.exports as string[]) ?? [], problems: (first.problems as string[]) ?? [] };
+      return {
+        kind: 'refused',
+        hasDefault: first.hasDefault === true,
+        exports: (first.exports as string[]) ?? [],
+        problems: (first.problems as string[]) ?? [],
+      };
     }
     if (first.type === 'load-error') return { kind: 'threw', error: Object.assign(new Error(String(first.message)), { stack: String(first.stack) }) };
     return { kind: 'failed', message: String(first.message) };
@@ -307,14 +322,19 @@ export class PluginCage {
       w.u8(OP_END);
     } catch (error) {
       this.#abandon();
-      if (error instanceof WireOverflow) throw new CageSkip('busy', 'too many candidates for the cage', `${candidates.length} candidates do not fit the cage's buffer`);
+      if (error instanceof WireOverflow)
+        throw new CageSkip('busy', 'too many candidates for the cage', `${candidates.length} candidates do not fit the cage's buffer`);
       throw error;
     }
     this.#stats.calls++;
     const started = performance.now();
     if (!this.#send(this.limits.callTimeoutMs)) {
       this.#stats.timeouts++;
-      throw new CageSkip('timeout', 'no answer within its time budget', `no answer within ${this.limits.callTimeoutMs} ms (${(performance.now() - started).toFixed(1)} ms waited)`);
+      throw new CageSkip(
+        'timeout',
+        'no answer within its time budget',
+        `no answer within ${this.limits.callTimeoutMs} ms (${(performance.now() - started).toFixed(1)} ms waited)`,
+      );
     }
     let answer;
     try {
@@ -418,7 +438,8 @@ export class PluginCage {
     const heap = Atomics.load(this.#ctrl, HEAP_MB);
     const external = Atomics.load(this.#ctrl, EXTERNAL_MB);
     if (heap > this.limits.heapMb) this.#quarantineNow('memory', `holds ${heap} MB on its heap, over its ${this.limits.heapMb} MB budget`);
-    else if (external > this.limits.heapMb) this.#quarantineNow('memory', `holds ${external} MB off its heap (buffers), over its ${this.limits.heapMb} MB budget`);
+    else if (external > this.limits.heapMb)
+      this.#quarantineNow('memory', `holds ${external} MB off its heap (buffers), over its ${this.limits.heapMb} MB budget`);
   }
 
   #abandon(): void {
@@ -539,7 +560,13 @@ export class PluginCage {
   }
 
   /** create() and exportState(): rare, so they may wait for a busy worker and take longer. */
-  #setupCall(op: number, id: number, clock: number, ctx: StrategyContext, payload?: Uint8Array): { kind: number; message: string; flags: number; state?: unknown } {
+  #setupCall(
+    op: number,
+    id: number,
+    clock: number,
+    ctx: StrategyContext,
+    payload?: Uint8Array,
+  ): { kind: number; message: string; flags: number; state?: unknown } {
     this.#awaitIdle(this.limits.stuckAfterMs);
     const w = this.#begin();
     this.#requests.push(undefined);

@@ -248,7 +248,7 @@ export function writePickAnswer(w: Writer, result: unknown, candidates: readonly
     }
   }
   w.i32(index);
-  if (index < 0) w.str(typeof answer.replica === 'string' ? answer.replica : JSON.stringify(answer.replica) ?? 'undefined', MAX_REPLICA_ID);
+  if (index < 0) w.str(typeof answer.replica === 'string' ? answer.replica : (JSON.stringify(answer.replica) ?? 'undefined'), MAX_REPLICA_ID);
   w.str(text(answer.reason), MAX_REASON);
   const alternatives = Array.isArray(answer.alternatives) ? answer.alternatives : [];
   const count = Math.min(alternatives.length, MAX_ALTERNATIVES);

@@ -130,9 +130,16 @@ async function main(): Promise<void> {
   }
   const definition = namespace.default as StrategyDefinition<unknown> | undefined;
   const problems = definition === undefined ? [] : definitionProblems(definition);
-  const described = definition && problems.length === 0
-    ? { name: definition.name, version: definition.version, sdk: definition.sdk, description: typeof definition.description === 'string' ? definition.description : undefined, configSchema: definition.configSchema }
-    : undefined;
+  const described =
+    definition && problems.length === 0
+      ? {
+          name: definition.name,
+          version: definition.version,
+          sdk: definition.sdk,
+          description: typeof definition.description === 'string' ? definition.description : undefined,
+          configSchema: definition.configSchema,
+        }
+      : undefined;
   try {
     port.postMessage({ type: 'ready', exports: Object.keys(namespace), hasDefault: definition !== undefined, problems, definition: described });
   } catch {
@@ -244,7 +251,8 @@ function handle(definition: StrategyDefinition<unknown>, seq: number): void {
               previousState: init.previousState,
               ...(init.kv > 0 ? { kvIndex: kvIndexView(init.kv === 2) } : {}),
             });
-            if (instance === null || typeof instance !== 'object' || typeof instance.pick !== 'function') throw new Error('create() must return an object with a pick() method');
+            if (instance === null || typeof instance !== 'object' || typeof instance.pick !== 'function')
+              throw new Error('create() must return an object with a pick() method');
             instances.set(id, instance);
             answer.u8(A_DONE);
             answer.u8((instance.onRouted ? 1 : 0) | (instance.onCompleted ? 2 : 0) | (instance.exportState ? 4 : 0) | (instance.dispose ? 8 : 0));

@@ -23,7 +23,11 @@ export function checkModelFallbacks(
     } else if (!target) {
       ctx.report(source, at, `model "${id}" falls back to an ${unknown('model', model.fallback, models.keys())}`);
     } else if (target.cold) {
-      ctx.report(source, at, `model "${id}" falls back to "${model.fallback}", which is cold (not deployed): a fallback must be able to answer at once; name a deployed model`);
+      ctx.report(
+        source,
+        at,
+        `model "${id}" falls back to "${model.fallback}", which is cold (not deployed): a fallback must be able to answer at once; name a deployed model`,
+      );
     } else {
       // Walk the chain: a model met twice is a loop.
       const seen = [id];

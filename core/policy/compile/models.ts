@@ -21,8 +21,14 @@ export function compileModels(ctx: CompileContext): CompiledModels {
     (doc.models ?? []).forEach((m: Doc, i: number) => {
       const path = ['models', i];
       const first = origins.get(m.id);
-      if (first) return ctx.report(source, [...path, 'id'], `model "${m.id}" is defined twice (first at ${first.source.file}:${first.source.locate(['models', first.index]).line})`);
-      if (!m.versions === !m.cold) return ctx.report(source, path, `model "${m.id}" needs either versions (deployed) or cold (loaded on demand), not ${m.cold ? 'both' : 'neither'}`);
+      if (first)
+        return ctx.report(
+          source,
+          [...path, 'id'],
+          `model "${m.id}" is defined twice (first at ${first.source.file}:${first.source.locate(['models', first.index]).line})`,
+        );
+      if (!m.versions === !m.cold)
+        return ctx.report(source, path, `model "${m.id}" needs either versions (deployed) or cold (loaded on demand), not ${m.cold ? 'both' : 'neither'}`);
       const seen = new Set<string>();
       (m.versions ?? []).forEach((v: Doc, j: number) => {
         if (seen.has(v.version)) ctx.report(source, [...path, 'versions', j, 'version'], `version "${v.version}" of "${m.id}" is listed twice`);
@@ -54,7 +60,11 @@ export function compileModels(ctx: CompileContext): CompiledModels {
   return { models, origins, unknownModel: (id) => unknown('model', id, models.keys()) };
 }
 
-export function compileAliases(ctx: CompileContext, { models, unknownModel }: CompiledModels, cascades: ReadonlyMap<string, CascadeEntry>): Map<string, AliasEntry> {
+export function compileAliases(
+  ctx: CompileContext,
+  { models, unknownModel }: CompiledModels,
+  cascades: ReadonlyMap<string, CascadeEntry>,
+): Map<string, AliasEntry> {
   const aliases = new Map<string, AliasEntry>();
   const aliasModel = new Map<string, string | undefined>();
   for (const { doc } of ctx.ofKind('models')) for (const a of doc.aliases ?? []) if (!aliasModel.has(a.name)) aliasModel.set(a.name, a.model);
@@ -67,7 +77,11 @@ export function compileAliases(ctx: CompileContext, { models, unknownModel }: Co
       if (a.model) {
         if (aliasModel.has(a.model) && !models.has(a.model)) {
           const target = aliasModel.get(a.model);
-          return ctx.report(source, [...path, 'model'], `alias "${a.name}" points at alias "${a.model}": an alias names a model, not another alias${target ? ` (write model: ${target})` : ''}`);
+          return ctx.report(
+            source,
+            [...path, 'model'],
+            `alias "${a.name}" points at alias "${a.model}": an alias names a model, not another alias${target ? ` (write model: ${target})` : ''}`,
+          );
         }
         if (!models.has(a.model)) return ctx.report(source, [...path, 'model'], unknownModel(a.model));
         aliases.set(a.name, { name: a.name, model: a.model });

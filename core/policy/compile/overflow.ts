@@ -13,7 +13,8 @@ export interface OverflowRef {
 }
 
 export function checkOverflow(ctx: CompileContext, refs: readonly OverflowRef[], poolsByVersion: ReadonlyMap<string, readonly PoolSpec[]>): void {
-  const target = (pool: PoolSpec) => (pool.overflow === undefined ? undefined : poolsByVersion.get(versionKey(pool.model, pool.version))?.find((p) => p.name === pool.overflow));
+  const target = (pool: PoolSpec) =>
+    pool.overflow === undefined ? undefined : poolsByVersion.get(versionKey(pool.model, pool.version))?.find((p) => p.name === pool.overflow);
   for (const { pool, source, at } of refs) {
     if (pool.overflow === undefined) continue;
     const siblings = poolsByVersion.get(versionKey(pool.model, pool.version)) ?? [];
@@ -23,7 +24,11 @@ export function checkOverflow(ctx: CompileContext, refs: readonly OverflowRef[],
     }
     if (!target(pool)) {
       const names = siblings.filter((p) => p !== pool).map((p) => p.name);
-      ctx.report(source, at, `pool "${pool.name}" overflows into "${pool.overflow}", which is not a pool of ${versionKey(pool.model, pool.version)}${names.length ? ` (its pools: ${names.join(', ')})` : ' (it has no other pool)'}`);
+      ctx.report(
+        source,
+        at,
+        `pool "${pool.name}" overflows into "${pool.overflow}", which is not a pool of ${versionKey(pool.model, pool.version)}${names.length ? ` (its pools: ${names.join(', ')})` : ' (it has no other pool)'}`,
+      );
       continue;
     }
     // Walk the chain: a pool met twice is a loop.

@@ -4,7 +4,15 @@
 import { DEFAULT_LOAD_SCORE_WEIGHTS } from '../../../sdk/index.ts';
 import { OUTLIER_DEFAULTS } from '../../fleet/outlier.ts';
 import { configValidator } from '../../plugins/config.ts';
-import { DEFAULT_FULL_PREFILL_TOKENS, replicaCapacity, SHEDDING_DEFAULTS, versionKey, type PoolSpec, type ReplicaSpec, type StrategySpec } from '../compiled.ts';
+import {
+  DEFAULT_FULL_PREFILL_TOKENS,
+  replicaCapacity,
+  SHEDDING_DEFAULTS,
+  versionKey,
+  type PoolSpec,
+  type ReplicaSpec,
+  type StrategySpec,
+} from '../compiled.ts';
 import type { PolicySource } from '../source.ts';
 import type { CompileContext, Doc } from './context.ts';
 import type { CompiledModels } from './models.ts';
@@ -20,7 +28,14 @@ const DEFAULTS = {
   shedding: { mode: SHEDDING_DEFAULTS.mode, exponent: SHEDDING_DEFAULTS.exponent, scale: SHEDDING_DEFAULTS.scale },
   wait_estimate: { base_ms: 0, ms_per_queued_request: 50, prefill_ms_per_1k_tokens: 20 },
   // docs/reliability.md gives each default's reason.
-  upstream: { connect_timeout_ms: 2000, stream_headers_timeout_ms: 15_000, headers_timeout_ms: 300_000, stream_idle_timeout_ms: 120_000, body_timeout_ms: 60_000, connections: 128 },
+  upstream: {
+    connect_timeout_ms: 2000,
+    stream_headers_timeout_ms: 15_000,
+    headers_timeout_ms: 300_000,
+    stream_idle_timeout_ms: 120_000,
+    body_timeout_ms: 60_000,
+    connections: 128,
+  },
   retries: { max_retries: 2, budget_percent: 20, min_concurrency: 3 },
   outlier_detection: {
     consecutive_5xx: OUTLIER_DEFAULTS.consecutive5xx,
@@ -54,13 +69,22 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
       if (!model) return ctx.report(source, [...path, 'model'], unknownModel(p.model));
       if (model.cold) return ctx.report(source, [...path, 'model'], `"${p.model}" is a cold-tier model: it has no pools until it is deployed`);
       if (!model.versions.some((v) => v.version === p.version)) {
-        return ctx.report(source, [...path, 'version'], `"${p.model}" has no version "${p.version}" (it has ${model.versions.map((v) => v.version).join(', ')})`);
+        return ctx.report(
+          source,
+          [...path, 'version'],
+          `"${p.model}" has no version "${p.version}" (it has ${model.versions.map((v) => v.version).join(', ')})`,
+        );
       }
       const key = `${versionKey(p.model, p.version)}/${p.name}`;
-      if (pools.some((other) => other.key === key)) return ctx.report(source, [...path, 'name'], `pool "${p.name}" of ${versionKey(p.model, p.version)} is defined twice`);
+      if (pools.some((other) => other.key === key))
+        return ctx.report(source, [...path, 'name'], `pool "${p.name}" of ${versionKey(p.model, p.version)} is defined twice`);
       const poolReplicas: ReplicaSpec[] = [];
       if (p.replicas.length === 0) {
-        ctx.report(source, [...path, 'replicas'], `pool "${p.name}" of ${versionKey(p.model, p.version)} has no replicas: every request routed to it would get a 503; add a replica, or remove the pool`);
+        ctx.report(
+          source,
+          [...path, 'replicas'],
+          `pool "${p.name}" of ${versionKey(p.model, p.version)} has no replicas: every request routed to it would get a 503; add a replica, or remove the pool`,
+        );
       }
       p.replicas.forEach((r: Doc, j: number) => {
         if (replicas.has(r.id)) return ctx.report(source, [...path, 'replicas', j, 'id'], `replica id "${r.id}" is used twice`);
@@ -83,7 +107,12 @@ export function compilePools(ctx: CompileContext, { models, unknownModel }: Comp
         const keyEnv: string | undefined = r.api_key_env ?? p.api_key_env ?? defaults.api_key_env;
         if (keyEnv !== undefined) {
           const key = engineKey(keyEnv);
-          if (key === undefined) return ctx.report(source, [...path, 'replicas', j, 'id'], `api_key_env ${keyEnv} is not set in the router's environment: set it to the engine's key (vLLM --api-key), or remove api_key_env`);
+          if (key === undefined)
+            return ctx.report(
+              source,
+              [...path, 'replicas', j, 'id'],
+              `api_key_env ${keyEnv} is not set in the router's environment: set it to the engine's key (vLLM --api-key), or remove api_key_env`,
+            );
           Object.defineProperty(replica, 'apiKey', { value: key, enumerable: false });
         }
         replicas.set(r.id, replica);
@@ -160,7 +189,11 @@ function checkChain(ctx: CompileContext, source: PolicySource, strategiesPath: P
     const definition = ctx.registry.get(name);
     if (!definition) {
       const hint = closest(name, ctx.registry.names());
-      return ctx.report(source, at, `strategy "${name}" is not registered${hint ? ` (did you mean "${hint}"?)` : `; registered: ${ctx.registry.names().join(', ')}`}`);
+      return ctx.report(
+        source,
+        at,
+        `strategy "${name}" is not registered${hint ? ` (did you mean "${hint}"?)` : `; registered: ${ctx.registry.names().join(', ')}`}`,
+      );
     }
     const config = structuredClone(typeof entry === 'string' ? {} : (entry.config ?? {}));
     const validate = configValidator(definition);
@@ -171,7 +204,14 @@ function checkChain(ctx: CompileContext, source: PolicySource, strategiesPath: P
         return;
       }
     }
-    pending.push({ name, label: ctx.strategyLabel(name), definition, config, slotKey: `${poolKey}#${k}:${name}`, at: { file: source.file, ...source.locate(at) } });
+    pending.push({
+      name,
+      label: ctx.strategyLabel(name),
+      definition,
+      config,
+      slotKey: `${poolKey}#${k}:${name}`,
+      at: { file: source.file, ...source.locate(at) },
+    });
   });
   return pending;
 }

@@ -58,8 +58,12 @@ function leafProblems(condition: Record<string, unknown>, path: readonly PathSeg
   const value = condition.value;
   const text = textCondition(operatorName);
   if (type.kind === 'text' || text) {
-    if (type.kind !== 'text') return [{ path: [...path, 'operator'], message: `${operatorName.replace(/^not:/, '')} applies to the prompt's text (fact: prompt), not to ${fact}` }];
-    if (!text) return [{ path: [...path, 'operator'], message: `the prompt's text takes containsAny or matches (or not:containsAny, not:matches), not ${operatorName}` }];
+    if (type.kind !== 'text')
+      return [{ path: [...path, 'operator'], message: `${operatorName.replace(/^not:/, '')} applies to the prompt's text (fact: prompt), not to ${fact}` }];
+    if (!text)
+      return [
+        { path: [...path, 'operator'], message: `the prompt's text takes containsAny or matches (or not:containsAny, not:matches), not ${operatorName}` },
+      ];
     const problem = textOperandProblem(text.operator, value);
     return problem ? [{ path: [...path, 'value'], message: problem }] : [];
   }
@@ -78,12 +82,25 @@ function leafProblems(condition: Record<string, unknown>, path: readonly PathSeg
   if (!perValue && value !== null && typeof value === 'object' && !Array.isArray(value) && 'fact' in value) {
     const other = RULE_FACTS[(value as { fact: string }).fact];
     if (!other) return [{ path: [...path, 'value', 'fact'], message: `unknown fact "${(value as { fact: string }).fact}"` }];
-    if (other.type.kind !== type.kind) return [{ path: [...path, 'value'], message: `${fact} is ${describe(type)} but ${(value as { fact: string }).fact} is ${describe(other.type)}: they can't be compared` }];
-    return COMPARISONS.includes(base) && type.kind !== 'number' ? [{ path: [...path, 'operator'], message: `${base} compares numbers; ${fact} is ${describe(type)}` }] : [];
+    if (other.type.kind !== type.kind)
+      return [
+        {
+          path: [...path, 'value'],
+          message: `${fact} is ${describe(type)} but ${(value as { fact: string }).fact} is ${describe(other.type)}: they can't be compared`,
+        },
+      ];
+    return COMPARISONS.includes(base) && type.kind !== 'number'
+      ? [{ path: [...path, 'operator'], message: `${base} compares numbers; ${fact} is ${describe(type)}` }]
+      : [];
   }
 
   if (LIST_OPERATORS.includes(base)) {
-    return [{ path: [...path, 'operator'], message: `${base} looks inside a list; ${fact} is ${describe(type)}${type.kind === 'string' || type.kind === 'enum' ? ' (use in: [...] to match one of several values)' : ''}` }];
+    return [
+      {
+        path: [...path, 'operator'],
+        message: `${base} looks inside a list; ${fact} is ${describe(type)}${type.kind === 'string' || type.kind === 'enum' ? ' (use in: [...] to match one of several values)' : ''}`,
+      },
+    ];
   }
   if (COMPARISONS.includes(base)) {
     if (type.kind !== 'number') return [{ path: [...path, 'operator'], message: `${base} compares numbers; ${fact} is ${describe(type)}` }];
@@ -94,7 +111,8 @@ function leafProblems(condition: Record<string, unknown>, path: readonly PathSeg
   }
   if (MEMBERSHIP.includes(base)) {
     if (perValue) return [{ path: [...path, 'operator'], message: `${operatorName}: ${base} already takes a list` }];
-    if (!Array.isArray(value)) return [{ path: [...path, 'value'], message: `${base} takes a list of values, e.g. [${type.kind === 'enum' ? type.values.join(', ') : '...'}]` }];
+    if (!Array.isArray(value))
+      return [{ path: [...path, 'value'], message: `${base} takes a list of values, e.g. [${type.kind === 'enum' ? type.values.join(', ') : '...'}]` }];
     return value.flatMap((v, i) => {
       const problem = valueProblem(fact, type, v);
       return problem ? [{ path: [...path, 'value', i], message: problem }] : [];

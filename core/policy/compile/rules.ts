@@ -30,7 +30,12 @@ export function compileCascades(ctx: CompileContext, { models, unknownModel }: C
       });
       // A cascade with broken rules is still known, so aliases to it report nothing more: the set is refused anyway.
       const compiled = rules ?? { rules: [] };
-      cascades.set(c.name, { name: c.name, defaultModel: c.default_model, rules: compiled, models: [...new Set([c.default_model, ...compiled.rules.map((r) => r.target)])] });
+      cascades.set(c.name, {
+        name: c.name,
+        defaultModel: c.default_model,
+        rules: compiled,
+        models: [...new Set([c.default_model, ...compiled.rules.map((r) => r.target)])],
+      });
     });
     if (doc.pool_rules) {
       if (poolRules) ctx.report(source, ['pool_rules'], `pool_rules are already defined in ${poolRules.source.file}`);

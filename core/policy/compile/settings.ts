@@ -83,7 +83,9 @@ export function compileSettings(ctx: CompileContext): RouterSettings {
     pluginDirs: doc.plugin_dirs.map((dir: string) => resolve(base, dir)),
     estimator: characterClassEstimator(doc.chars_per_token),
     quotaStore: quotaStoreSettings(doc.quota_store),
-    priorityNames: doc.priority_names ? new Map([...DEFAULT_PRIORITY_NAMES, ...Object.entries(doc.priority_names as Record<string, number>)]) : DEFAULT_PRIORITY_NAMES,
+    priorityNames: doc.priority_names
+      ? new Map([...DEFAULT_PRIORITY_NAMES, ...Object.entries(doc.priority_names as Record<string, number>)])
+      : DEFAULT_PRIORITY_NAMES,
     conversationHeaders: doc.conversation_headers ? doc.conversation_headers.map((name: string) => name.toLowerCase()) : DEFAULT_CONVERSATION_HEADERS,
     audioBodyLimitBytes: doc.audio_body_limit_bytes ?? SETTINGS_DEFAULTS.audioBodyLimitBytes,
   };

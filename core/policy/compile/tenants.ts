@@ -34,7 +34,8 @@ export function compileTenants(
       if (tenantsById.has(t.id)) return ctx.report(source, [...path, 'id'], `tenant "${t.id}" is defined twice`);
       if (Array.isArray(t.allowed_models)) {
         t.allowed_models.forEach((m: string, j: number) => {
-          if (!models.has(m)) ctx.report(source, [...path, 'allowed_models', j], aliases.has(m) ? `"${m}" is an alias: allowed_models lists model ids` : unknownModel(m));
+          if (!models.has(m))
+            ctx.report(source, [...path, 'allowed_models', j], aliases.has(m) ? `"${m}" is an alias: allowed_models lists model ids` : unknownModel(m));
         });
       }
       const tenantAdapters = new Map<string, TenantAdapter>();
@@ -58,12 +59,18 @@ export function compileTenants(
         if (value === undefined) return fallback;
         if (typeof value === 'number') return value;
         const named = priorityNames.get(value);
-        if (named === undefined) ctx.report(source, [...path, field], `"${value}" is not a priority name (known: ${[...priorityNames.keys()].join(', ')}); use an integer or add it to settings' priority_names`);
+        if (named === undefined)
+          ctx.report(
+            source,
+            [...path, field],
+            `"${value}" is not a priority name (known: ${[...priorityNames.keys()].join(', ')}); use an integer or add it to settings' priority_names`,
+          );
         return named ?? fallback;
       };
       const defaultLevel = level('default_priority', 0);
       const maxPriority = level('max_priority', Math.max(0, defaultLevel));
-      if (defaultLevel > maxPriority) ctx.report(source, [...path, 'default_priority'], `default_priority (${defaultLevel}) is above max_priority (${maxPriority})`);
+      if (defaultLevel > maxPriority)
+        ctx.report(source, [...path, 'default_priority'], `default_priority (${defaultLevel}) is above max_priority (${maxPriority})`);
       const tenant: TenantSpec = {
         id: t.id,
         tier: t.tier,

@@ -19,7 +19,12 @@ const draining = async () => (await t.admin({ method: 'GET', url: '/admin/state'
 
 test('no token or a wrong one: 403 permission_error on every admin route; the right one is let in', async () => {
   for (const headers of [{ host: '127.0.0.1:8081' }, { host: '127.0.0.1:8081', authorization: 'Bearer wrong' }]) {
-    for (const [method, url] of [['GET', '/admin/state'], ['GET', '/admin/decisions'], ['POST', '/admin/reload'], ['POST', '/admin/replicas/r0/drain']] as const) {
+    for (const [method, url] of [
+      ['GET', '/admin/state'],
+      ['GET', '/admin/decisions'],
+      ['POST', '/admin/reload'],
+      ['POST', '/admin/replicas/r0/drain'],
+    ] as const) {
       const answer = await t.admin({ method, url, headers: { ...headers, 'x-switchyard-admin': '1' } });
       assert.equal(answer.statusCode, 403, `${method} ${url} ${JSON.stringify(headers)}`);
       assert.equal(errorOf(answer).type, 'permission_error');
@@ -32,7 +37,7 @@ test('no token or a wrong one: 403 permission_error on every admin route; the ri
   assert.equal((await t.admin({ method: 'GET', url: '/readyz', headers: { host: '127.0.0.1:8081' } })).statusCode, 200);
 });
 
-test('a foreign Host (DNS rebinding) and another site\'s page are refused even with the token', async () => {
+test("a foreign Host (DNS rebinding) and another site's page are refused even with the token", async () => {
   const rebound = await t.admin({ method: 'GET', url: '/admin/state', headers: { ...auth, host: 'attacker.example:8081' } });
   assert.equal(rebound.statusCode, 403);
   assert.match(errorOf(rebound).message, /does not answer to Host "attacker\.example:8081"; reach it as 127\.0\.0\.1/);
@@ -45,16 +50,31 @@ test('a foreign Host (DNS rebinding) and another site\'s page are refused even w
 });
 
 test('a drain body is checked before it acts: 400 for "no", and a real drain turns the public side away', async () => {
-  const bad = await t.admin({ method: 'POST', url: '/admin/replicas/r0/drain', headers: { ...auth, 'content-type': 'application/json' }, payload: '{"draining":"no"}' });
+  const bad = await t.admin({
+    method: 'POST',
+    url: '/admin/replicas/r0/drain',
+    headers: { ...auth, 'content-type': 'application/json' },
+    payload: '{"draining":"no"}',
+  });
   assert.equal(bad.statusCode, 400);
   assert.equal(errorOf(bad).type, 'invalid_request_error');
   assert.equal(await draining(), false);
-  const drained = await t.admin({ method: 'POST', url: '/admin/replicas/r0/drain', headers: { ...auth, 'content-type': 'application/json' }, payload: '{"draining":true}' });
+  const drained = await t.admin({
+    method: 'POST',
+    url: '/admin/replicas/r0/drain',
+    headers: { ...auth, 'content-type': 'application/json' },
+    payload: '{"draining":true}',
+  });
   assert.deepEqual(drained.json(), { replica: 'r0', draining: true });
   const refused = await t.post('/v1/completions', { model: 'tiny', prompt: 'x', max_tokens: 1 });
   assert.equal(refused.statusCode, 503, 'the only replica is draining');
   assert.ok(refused.headers['retry-after']);
-  const undrained = await t.admin({ method: 'POST', url: '/admin/replicas/r0/drain', headers: { ...auth, 'content-type': 'application/json' }, payload: '{"draining":false}' });
+  const undrained = await t.admin({
+    method: 'POST',
+    url: '/admin/replicas/r0/drain',
+    headers: { ...auth, 'content-type': 'application/json' },
+    payload: '{"draining":false}',
+  });
   assert.equal(undrained.statusCode, 200);
   assert.equal((await t.post('/v1/completions', { model: 'tiny', prompt: 'x', max_tokens: 1 })).statusCode, 200);
 });
