@@ -7,15 +7,12 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import OpenAI from 'openai';
-import { createEnv } from '../../core/decide/env.ts';
 import { formatProblem } from '../../core/diagnostics/problem.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import { buildSnapshot } from '../../core/decide/load.ts';
-import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
-import { startRouter, type Router } from '../../core/serve/server.ts';
+import type { Router } from '../../core/serve/server.ts';
 import { builtinRegistry } from '../helpers/builtins.ts';
-import { policyFrom } from '../helpers/core.ts';
-import { json, until } from '../helpers/router.ts';
+import { json, until, startRouterOver } from '../helpers/router.ts';
 import { UsageEngine } from '../helpers/usage-engine.ts';
 
 const sha = (key: string) => createHash('sha256').update(key).digest('hex');
@@ -41,15 +38,7 @@ before(async () => {
       `  - { id: locked, tier: standard, allowed_models: [big], api_key_sha256: [${sha('sk-locked')}] }\n`,
     'settings.yaml': 'kind: settings\ndecision_headers: full\n',
   };
-  router = await startRouter({
-    policy: fixedPolicy(policyFrom(files)),
-    port: 0,
-    logger: false,
-    scrapeIntervalMs: 30,
-    healthIntervalMs: 30,
-    admin: { port: 0 },
-    env: createEnv({ seed: 3 }),
-  });
+  router = await startRouterOver(files, 3);
   await until(() => router.fleet.list().filter((s) => s.health === 'ready').length >= 3, 10_000, 'engines ready');
 });
 

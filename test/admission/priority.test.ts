@@ -6,11 +6,8 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import OpenAI from 'openai';
-import { createEnv } from '../../core/decide/env.ts';
-import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
-import { startRouter, type Router } from '../../core/serve/server.ts';
-import { policyFrom } from '../helpers/core.ts';
-import { json, until, type Json } from '../helpers/router.ts';
+import type { Router } from '../../core/serve/server.ts';
+import { json, until, type Json, startRouterOver } from '../helpers/router.ts';
 import { UsageEngine } from '../helpers/usage-engine.ts';
 
 const sha = (key: string) => createHash('sha256').update(key).digest('hex');
@@ -35,15 +32,7 @@ before(async () => {
       `  - { id: vip, tier: premium, max_priority: 5, api_key_sha256: [${sha('sk-vip')}] }\n`,
     'settings.yaml': 'kind: settings\ndecision_headers: full\npriority_names: { critical: 5, background: -3 }\n',
   };
-  router = await startRouter({
-    policy: fixedPolicy(policyFrom(files)),
-    port: 0,
-    logger: false,
-    scrapeIntervalMs: 30,
-    healthIntervalMs: 30,
-    admin: { port: 0 },
-    env: createEnv({ seed: 7 }),
-  });
+  router = await startRouterOver(files, 7);
   await until(() => router.fleet.list().filter((s) => s.health === 'ready').length >= 4, 10_000, 'engines ready');
 });
 

@@ -8,11 +8,8 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import OpenAI from 'openai';
-import { createEnv } from '../../core/decide/env.ts';
-import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
-import { startRouter, type Router } from '../../core/serve/server.ts';
-import { policyFrom } from '../helpers/core.ts';
-import { until } from '../helpers/router.ts';
+import type { Router } from '../../core/serve/server.ts';
+import { until, startRouterOver } from '../helpers/router.ts';
 import { UsageEngine, type UsageFault } from '../helpers/usage-engine.ts';
 
 const sha = (key: string) => createHash('sha256').update(key).digest('hex');
@@ -34,15 +31,7 @@ before(async () => {
       tenant('cut', 'tokens_per_minute: 10000') +
       FAULTS.map((f) => tenant(`bad-${f}`, 'tokens_per_minute: 10000')).join(''),
   };
-  router = await startRouter({
-    policy: fixedPolicy(policyFrom(files)),
-    port: 0,
-    logger: false,
-    scrapeIntervalMs: 30,
-    healthIntervalMs: 30,
-    admin: { port: 0 },
-    env: createEnv({ seed: 1 }),
-  });
+  router = await startRouterOver(files, 1);
   await until(() => router.fleet.list().every((s) => s.health === 'ready'), 10_000, 'engine ready');
 });
 

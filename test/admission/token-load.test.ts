@@ -5,13 +5,11 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { createEnv } from '../../core/decide/env.ts';
-import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
-import { startRouter, type Router } from '../../core/serve/server.ts';
+import type { Router } from '../../core/serve/server.ts';
 import { loadScore } from '../../sdk/index.ts';
 import sessionAffinity from '../../plugins/session-affinity.ts';
 import { ManualFleet, policyFrom, route } from '../helpers/core.ts';
-import { json, OPEN_TENANTS, until } from '../helpers/router.ts';
+import { json, OPEN_TENANTS, until, startRouterOver } from '../helpers/router.ts';
 import { UsageEngine } from '../helpers/usage-engine.ts';
 
 const engine = new UsageEngine('t0');
@@ -24,15 +22,7 @@ before(async () => {
     'pools.yaml': `kind: pools\npools:\n  - name: general\n    model: tiny\n    version: v1\n    token_load: { full_prefill_tokens: 10000 }\n    strategies: [least-load]\n    replicas:\n      - { id: t0, url: "${url}" }\n`,
     'tenants.yaml': OPEN_TENANTS,
   };
-  router = await startRouter({
-    policy: fixedPolicy(policyFrom(files)),
-    port: 0,
-    logger: false,
-    scrapeIntervalMs: 30,
-    healthIntervalMs: 30,
-    admin: { port: 0 },
-    env: createEnv({ seed: 1 }),
-  });
+  router = await startRouterOver(files, 1);
   await until(() => router.fleet.list().every((s) => s.health === 'ready'), 10_000, 'engine ready');
 });
 

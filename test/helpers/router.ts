@@ -21,6 +21,22 @@ export function tinyPool(options: { replicas?: number; strategies?: string; extr
   return `kind: pools\npools:\n  - name: general\n    model: tiny\n    version: v1\n    limits: { max_model_len: 1024 }\n    strategies: ${options.strategies ?? '[session-affinity, power-of-two]'}\n${options.extra ?? ''}    replicas:\n${replicas}\n`;
 }
 
+/**
+ * The real router over policy files whose replicas are engines the test started
+ * itself (real URLs), with fast scrapes and checks and a seeded environment.
+ */
+export function startRouterOver(files: Record<string, string>, seed: number): Promise<Router> {
+  return startRouter({
+    policy: fixedPolicy(policyFrom(files)),
+    port: 0,
+    logger: false,
+    scrapeIntervalMs: 30,
+    healthIntervalMs: 30,
+    admin: { port: 0 },
+    env: createEnv({ seed }),
+  });
+}
+
 export interface TestRouter {
   router: Router;
   /** The emulated engines behind the router's emulate:// replicas. */
