@@ -271,22 +271,27 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
 
   app.post('/v1/chat/completions', async (request, reply) => runGeneration(parseChatBody(request.body), reply));
 
+  /** A Responses or Messages request, run as the chat it amounts to. */
+  const chatGeneration = (
+    spec: { model?: string; messages: Parameters<typeof promptOf>[0]; maxTokens: GenerationSpec['maxTokens']; stream: boolean },
+    body: Record<string, unknown>,
+  ): GenerationSpec => ({
+    kind: 'chat',
+    model: spec.model,
+    prompts: [promptOf(spec.messages)],
+    chat: chatInput(body, spec.messages),
+    maxTokens: spec.maxTokens,
+    stream: spec.stream,
+    includeUsage: false,
+    n: 1,
+    body,
+  });
+
   const stored = new ResponseStore();
   app.post('/v1/responses', async (request, reply) => {
     const spec = parseResponsesBody(request.body, stored);
     const model = spec.model ?? servedName;
-    const body = request.body as Record<string, unknown>;
-    const generation: GenerationSpec = {
-      kind: 'chat',
-      model: spec.model,
-      prompts: [promptOf(spec.messages)],
-      chat: chatInput(body, spec.messages),
-      maxTokens: spec.maxTokens,
-      stream: spec.stream,
-      includeUsage: false,
-      n: 1,
-      body,
-    };
+    const generation = chatGeneration(spec, request.body as Record<string, unknown>);
     return runGeneration(generation, reply, { format: () => responsesFormat(spec, model, stored) });
   });
   app.get('/v1/responses/:id', async (request) => {
@@ -298,18 +303,7 @@ export async function startEmulator(options: EmulatorOptions): Promise<Emulator>
   app.post('/v1/messages', async (request, reply) => {
     const spec = parseMessagesBody(request.body);
     const model = spec.model ?? servedName;
-    const body = request.body as Record<string, unknown>;
-    const generation: GenerationSpec = {
-      kind: 'chat',
-      model: spec.model,
-      prompts: [promptOf(spec.messages)],
-      chat: chatInput(body, spec.messages),
-      maxTokens: spec.maxTokens,
-      stream: spec.stream,
-      includeUsage: false,
-      n: 1,
-      body,
-    };
+    const generation = chatGeneration(spec, request.body as Record<string, unknown>);
     return runGeneration(generation, reply, {
       stops: spec.stopSequences,
       format: (_head, promptTokens, plan) => messagesFormat(model, plan?.stopString ?? null, promptTokens),

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { until } from '../helpers/router.ts';
-import { type KvEventRouter, startKvEventRouter } from '../helpers/kv-event-router.ts';
+import { askChat, type ChatTurn, type KvEventRouter, startKvEventRouter } from '../helpers/kv-event-router.ts';
 
 let kv: KvEventRouter | undefined;
 after(() => kv?.close());
@@ -19,16 +19,7 @@ test('without the prompt’s token ids the index fills but never matches, and th
   await new Promise((resolve) => setTimeout(resolve, 200));
 
   const system = { role: 'system' as const, content: 'You answer questions about freight routing, briefly. '.repeat(6) };
-  const ask = async (messages: { role: 'system' | 'user' | 'assistant'; content: string }[], conversation: string) => {
-    const { data, response } = await t.client.chat.completions
-      .create({ model: 'tiny', messages, max_tokens: 40 }, { headers: { 'x-conversation-id': conversation } })
-      .withResponse();
-    return {
-      text: data.choices[0].message.content ?? '',
-      replica: response.headers.get('x-switchyard-replica')!,
-      reason: response.headers.get('x-switchyard-reason') ?? '',
-    };
-  };
+  const ask = (messages: ChatTurn[], conversation: string) => askChat(t, messages, conversation);
 
   const first = [system, { role: 'user' as const, content: 'Which yard takes the night train?' }];
   const one = await ask(first, 'c1');

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { until } from '../helpers/router.ts';
-import { type KvEventRouter, LLAMA, startKvEventRouter } from '../helpers/kv-event-router.ts';
+import { askChat, type ChatTurn, type KvEventRouter, LLAMA, startKvEventRouter } from '../helpers/kv-event-router.ts';
 
 let kv: KvEventRouter | undefined;
 after(() => kv?.close());
@@ -19,16 +19,7 @@ test('a second turn goes where the first was cached, matched by token content ag
   await new Promise((resolve) => setTimeout(resolve, 200));
 
   const system = { role: 'system' as const, content: 'You answer questions about freight routing, briefly and precisely. '.repeat(4) };
-  const ask = async (messages: { role: 'system' | 'user' | 'assistant'; content: string }[], conversation: string) => {
-    const { data, response } = await t.client.chat.completions
-      .create({ model: 'tiny', messages, max_tokens: 40 }, { headers: { 'x-conversation-id': conversation } })
-      .withResponse();
-    return {
-      text: data.choices[0].message.content ?? '',
-      replica: response.headers.get('x-switchyard-replica')!,
-      reason: response.headers.get('x-switchyard-reason') ?? '',
-    };
-  };
+  const ask = (messages: ChatTurn[], conversation: string) => askChat(t, messages, conversation);
 
   // The router's tokenizer loads in the background (the first requests are estimated): wait until it counts.
   await until(

@@ -25,6 +25,20 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
+export type ChatTurn = { role: 'system' | 'user' | 'assistant'; content: string };
+
+/** One chat of a conversation through the router: the answer, and where and why it went (x-switchyard-*). */
+export async function askChat(t: TestRouter, messages: ChatTurn[], conversation: string) {
+  const { data, response } = await t.client.chat.completions
+    .create({ model: 'tiny', messages, max_tokens: 40 }, { headers: { 'x-conversation-id': conversation } })
+    .withResponse();
+  return {
+    text: data.choices[0].message.content ?? '',
+    replica: response.headers.get('x-switchyard-replica')!,
+    reason: response.headers.get('x-switchyard-reason') ?? '',
+  };
+}
+
 export interface KvEventRouter {
   readonly t: TestRouter;
   readonly index: KvIndex;
