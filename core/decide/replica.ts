@@ -89,34 +89,45 @@ export function chooseReplica(
       notes.push({ name: slot.name, note: 'skipped: over budget 3 times, suspended' });
       continue;
     }
-    if (result == null || isPass(result)) {
-      notes.push({ name: slot.name, note: `passed: ${result?.reason == null ? 'no answer' : cleanReason(result.reason)}` });
-      continue;
-    }
-    // The shared list's index is kept with it (a large pool is not walked); a filtered list is indexed afresh.
-    const at = typeof result.replica === 'string' ? candidatePositions(preferred).get(result.replica) : undefined;
-    const chosen = at === undefined ? undefined : preferred[at];
-    if (!chosen) {
+    // Reading the answer runs the plugin's code too (a getter may throw): a fault of that strategy alone.
+    try {
+      if (result == null || isPass(result)) {
+        notes.push({ name: slot.name, note: `passed: ${result?.reason == null ? 'no answer' : cleanReason(result.reason)}` });
+        continue;
+      }
+      // The shared list's index is kept with it (a large pool is not walked); a filtered list is indexed afresh.
+      const at = typeof result.replica === 'string' ? candidatePositions(preferred).get(result.replica) : undefined;
+      const chosen = at === undefined ? undefined : preferred[at];
+      if (!chosen) {
+        (incidents === NO_INCIDENTS ? (incidents = []) : incidents).push({
+          strategy: slot.name,
+          fault: 'bad_answer',
+          detail: `answered ${cleanReason(JSON.stringify(result.replica) ?? 'undefined')}, not one of its candidates`,
+        });
+        notes.push({ name: slot.name, note: 'skipped: answered a replica it was not given' });
+        continue;
+      }
+      const alternatives = (result.alternatives ?? []).map((a) => ({
+        name: cleanReason(a.replica),
+        score: a.score,
+        note: a.note === undefined ? undefined : cleanReason(a.note),
+      }));
+      const reason = cleanReason(result.reason);
+      if (timed) for (let j = i + 1; j < chain.length; j++) pickMs.push(NaN);
+      return {
+        replica: chosen,
+        strategy: slot.name,
+        trace: { decidedBy: slot.name, reason, facts, alternatives: [...notes, ...alternatives] },
+        run: chainRun(timed, budgetMs, pickMs, incidents),
+      };
+    } catch (error) {
       (incidents === NO_INCIDENTS ? (incidents = []) : incidents).push({
         strategy: slot.name,
         fault: 'bad_answer',
-        detail: `answered ${cleanReason(JSON.stringify(result.replica) ?? 'undefined')}, not one of its candidates`,
+        detail: cleanReason(`its answer threw when read: ${(error as Error)?.message ?? String(error)}`),
       });
-      notes.push({ name: slot.name, note: 'skipped: answered a replica it was not given' });
-      continue;
+      notes.push({ name: slot.name, note: 'skipped: its answer could not be read' });
     }
-    const alternatives = (result.alternatives ?? []).map((a) => ({
-      name: cleanReason(a.replica),
-      score: a.score,
-      note: a.note === undefined ? undefined : cleanReason(a.note),
-    }));
-    if (timed) for (let j = i + 1; j < chain.length; j++) pickMs.push(NaN);
-    return {
-      replica: chosen,
-      strategy: slot.name,
-      trace: { decidedBy: slot.name, reason: cleanReason(result.reason), facts, alternatives: [...notes, ...alternatives] },
-      run: chainRun(timed, budgetMs, pickMs, incidents),
-    };
   }
 
   const { best, scores } = leastLoaded(preferred, pool.weights);

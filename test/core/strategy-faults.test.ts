@@ -17,6 +17,15 @@ const thrower = behaving('thrower', () => ({
   },
 }));
 const liar = behaving('liar', () => ({ pick: () => ({ replica: 'not-a-candidate', reason: 'lies' }) }));
+// An answer whose fields are getters that throw: the plugin's code runs again when the router reads them.
+const trapper = behaving('trapper', () => ({
+  pick: () => ({
+    replica: 'r0',
+    get reason(): string {
+      throw new Error('trap');
+    },
+  }),
+}));
 const sluggish = behaving('sluggish', () => ({
   pick(_request, candidates) {
     const until = performance.now() + 3;
@@ -35,7 +44,7 @@ function policyWith(chain: string[]) {
         'tenants.yaml': 'kind: tenants\nanonymous: t\ntenants:\n  - { id: t, tier: free }\n',
         'pools.yaml': `kind: pools\npools:\n  - name: general\n    model: m\n    version: v1\n    strategies: ${JSON.stringify(chain)}\n    replicas:\n      - { id: r0, url: "http://127.0.0.1:9000" }\n      - { id: r1, url: "http://127.0.0.1:9001" }\n`,
       },
-      { registry: registryOf([...BUILTIN_STRATEGIES, thrower, liar, sluggish]) },
+      { registry: registryOf([...BUILTIN_STRATEGIES, thrower, liar, trapper, sluggish]) },
     ),
   );
   return result.snapshot!;
@@ -58,6 +67,22 @@ test('a strategy that throws or answers a replica it was not given is skipped; t
   const notes = d.trace.replica!.alternatives!.map((a) => `${a.name} ${a.note}`);
   assert.ok(notes.includes('thrower skipped: threw'));
   assert.ok(notes.includes('liar skipped: answered a replica it was not given'));
+});
+
+test('a strategy whose answer throws when read is skipped as a bad answer; the request goes on', () => {
+  const faults: string[] = [];
+  const d = routeAdmitted(
+    policyWith(['trapper', 'least-load']),
+    { model: 'm' },
+    new ManualFleet(),
+    createEnv(),
+    {},
+    { onFault: (_p, strategy, fault, detail) => faults.push(`${strategy}:${fault}:${detail}`) },
+  );
+  assert.equal(d.status, 200);
+  assert.equal(d.strategy, 'least-load');
+  assert.deepEqual(faults, ['trapper:bad_answer:its answer threw when read: trap']);
+  assert.ok(d.trace.replica!.alternatives!.some((a) => a.name === 'trapper' && a.note === 'skipped: its answer could not be read'));
 });
 
 test('a strategy that keeps overrunning its 1 ms budget is suspended; one overrun alone does not change the route', () => {
