@@ -3,6 +3,7 @@
 // still holds it, unless that replica's KV usage is past the release threshold
 // (or, with token_release_threshold, its prefill in flight: tokenLoad).
 import { candidatePositions, type Candidate, type StrategyDefinition } from '../sdk/index.ts';
+import { BlockMemory, MAX_HOLDERS } from './block-memory.ts';
 
 interface Config {
   release_threshold: number;
@@ -12,23 +13,6 @@ interface Config {
   max_entries: number;
   /** Matches shorter than this many blocks don't count as warm. */
   min_match_blocks: number;
-}
-
-/**
- * A block's holders are capped: a block every replica holds (a popular system
- * prompt in a large pool) tells routing nothing more past a few of them, and
- * an uncapped list made each pick and each onRouted grow with the pool.
- */
-const MAX_HOLDERS = 16;
-
-/**
- * The replicas that last served one prefix block, as numbers (see Replicas),
- * most recent last and at most MAX_HOLDERS, and when the block was last used.
- */
-interface Holders {
-  readonly replicas: number[];
-  /** Tick of the block's last use: the LRU order, kept without reordering the Map. */
-  usedAt: number;
 }
 
 /**
@@ -60,37 +44,9 @@ class Replicas {
 }
 
 interface State {
-  /** Prefix block hash (as a signed 32-bit integer: V8 keys those fastest) → its holders. */
-  seen: Map<number, Holders>;
+  /** Prefix block hash (as a signed 32-bit integer) → the replicas that last served it, in LRU order. */
+  memory: BlockMemory;
   replicas: Replicas;
-  /** Ticks once per block use; carried over so ages stay comparable. */
-  clock: number;
-}
-
-/**
- * Drops the least recently used entries down to 90% of the limit. Entries are
- * stamped on use rather than moved to the back of the Map: deleting and
- * re-inserting the hot blocks of every request leaves V8's Map full of
- * deleted slots, which made each request's upkeep grow with the memory's size.
- * Stamps are unique, so the cut-off stamp evicts exactly the oldest entries.
- */
-function evictLeastRecentlyUsed(seen: Map<number, Holders>, maxEntries: number): void {
-  const excess = seen.size - Math.floor(maxEntries * 0.9);
-  if (excess <= 0) return;
-  const stamps = new Float64Array(seen.size);
-  let i = 0;
-  for (const holders of seen.values()) stamps[i++] = holders.usedAt;
-  const cutoff = stamps.sort()[excess - 1];
-  for (const [hash, holders] of seen) if (holders.usedAt <= cutoff) seen.delete(hash);
-}
-
-/** Moves `replica` to the most recent end of `replicas`, dropping the oldest past the cap. */
-function remember(replicas: number[], replica: number): void {
-  const at = replicas.indexOf(replica);
-  if (at === replicas.length - 1) return;
-  if (at >= 0) replicas.splice(at, 1);
-  else if (replicas.length >= MAX_HOLDERS) replicas.shift();
-  replicas.push(replica);
 }
 
 export default {
@@ -110,10 +66,11 @@ export default {
   },
   create(config, ctx) {
     const previous = ctx.previousState as Partial<State> | undefined;
-    const known = previous?.seen instanceof Map && previous.replicas instanceof Replicas && typeof previous.clock === 'number';
-    let seen: Map<number, Holders> = known ? previous.seen! : new Map();
+    const known = previous?.memory instanceof BlockMemory && previous.replicas instanceof Replicas;
+    // The salt only places entries in the memory's table: the answers never depend on it.
+    const newMemory = () => new BlockMemory((ctx.random() * 0x1_0000_0000) | 0);
+    let memory = known ? previous.memory! : newMemory();
     let replicas = known ? previous.replicas! : new Replicas();
-    let clock = known ? previous.clock! : 0;
     // Per pick: each holder's deepest block, valid where stamped with this pick's number.
     const depthOf: number[] = [];
     const stampOf: number[] = [];
@@ -126,10 +83,14 @@ export default {
         // Deepest block each replica is known to hold.
         const stamp = ++pickNumber;
         const held: number[] = [];
+        const holders = memory.holderArray;
         for (let i = 0; i < hashes.length; i++) {
-          const holders = seen.get(hashes[i] | 0);
-          if (!holders) break;
-          for (const n of holders.replicas) {
+          const entry = memory.find(hashes[i] | 0);
+          if (entry < 0) break;
+          const first = entry * MAX_HOLDERS;
+          const end = first + memory.holderCount(entry);
+          for (let k = first; k < end; k++) {
+            const n = holders[k];
             if (stampOf[n] !== stamp) {
               stampOf[n] = stamp;
               held.push(n);
@@ -179,24 +140,17 @@ export default {
       },
       onRouted(request, replica) {
         if (replicas.full) {
-          seen = new Map();
+          memory = newMemory();
           replicas = new Replicas();
         }
         const n = replicas.numberOf(replica);
-        for (const hash of request.prefixHashes) {
-          const key = hash | 0;
-          const holders = seen.get(key);
-          if (holders) {
-            holders.usedAt = ++clock;
-            remember(holders.replicas, n);
-          } else {
-            seen.set(key, { replicas: [n], usedAt: ++clock });
-          }
-        }
-        if (seen.size > config.max_entries) evictLeastRecentlyUsed(seen, config.max_entries);
+        const hashes = request.prefixHashes;
+        for (let i = 0; i < hashes.length; i++) memory.touch(hashes[i] | 0, n);
+        // Past the limit, the least recently used down to 90% of it, in one go.
+        if (memory.size > config.max_entries) memory.evictOldest(memory.size - Math.floor(config.max_entries * 0.9));
       },
       exportState(): State {
-        return { seen, replicas, clock };
+        return { memory, replicas };
       },
       dispose() {
         // The memory may live on in a successor (exportState); nothing else to free.
