@@ -47,8 +47,16 @@ const nextTurn = [...first, { role: 'assistant', content: prose(60) }, { role: '
 const nextJob = chat(nextTurn);
 const nextPlan = counter.plan(nextJob);
 const nextMs = work(nextJob);
-const [, nextEncodeMs] = time(() => counter.encode(nextJob, counter.plan(nextJob)));
-const renderOnly = time(() => counter.plan(nextJob))[1];
+// Next turns of many conversations (each a system prompt and a 1,000-word question, then a reply and a follow-up):
+// the first time (the new messages' text is encoded) and again (nothing new: render, split and look-ups only).
+const earlier = Array.from({ length: 200 }, () => [
+  { role: 'system', content: prose(200) },
+  { role: 'user', content: prose(1000) },
+]);
+for (const m of earlier) work(chat(m));
+const nextTurns = earlier.map((m) => chat([...m, { role: 'assistant', content: prose(60) }, { role: 'user', content: prose(25) }]));
+const nextFirst = nextTurns.map(work);
+const nextAgain = [0, 1, 2].flatMap(() => nextTurns.map(work));
 const big = [{ role: 'user', content: prose(95_000) }];
 const bigMs = work(chat(big));
 const bigTokens = counter.encode(chat(big), counter.plan(chat(big)))[0].length;
@@ -56,7 +64,12 @@ const bigTokens = counter.encode(chat(big), counter.plan(chat(big)))[0].length;
 console.log(`tokenizer (Llama 3.1, @huggingface/tokenizers): load ${ms(loadMs)}, resident memory +${rssMiB.toFixed(0)} MiB`);
 console.log(`tokenizer work (worker thread):`);
 console.log(`  cold ${coldTokens}-token chat                ${ms(coldMs)}`);
-console.log(`  next turn (${nextPlan.coldChars} new characters)       ${ms(nextMs)} first time; ${ms(nextEncodeMs)} again (render + split ${ms(renderOnly)})`);
+console.log(
+  `  next turn (${nextPlan.coldChars} new characters)       ${ms(nextMs)}; over ${nextTurns.length} conversations p50 ${ms(pct(nextFirst, 50))} first time, ${ms(pct(nextAgain, 50))} again (nothing new to encode)`,
+);
+console.log(
+  `  chat template rendered ${counter.renderer ? `message by message (${counter.renderer.reused} messages reused, ${counter.renderer.rendered} rendered)` : `whole: ${counter.wholeRender}`}`,
+);
 console.log(`  cold ${bigTokens}-token prompt              ${ms(bigMs)}`);
 
 // 2. What a request waits, through the worker and the budget, with the event loop watched.

@@ -55,23 +55,26 @@ function messageText(content: unknown): string {
 
 /** vLLM's conversation: content as a string, assistant tool-call arguments as objects. */
 function conversation(messages: readonly unknown[]): Record<string, unknown>[] {
-  return messages.map((m) => {
-    const message: Record<string, unknown> = { ...(m as Record<string, unknown>), content: messageText((m as { content?: unknown }).content) };
-    if (Array.isArray(message.tool_calls)) {
-      message.tool_calls = (message.tool_calls as Record<string, unknown>[]).map((call) => {
-        const fn = call?.function as { arguments?: unknown } | undefined;
-        if (!fn || typeof fn.arguments !== 'string') return call;
-        let args: unknown = fn.arguments;
-        try {
-          args = JSON.parse(fn.arguments);
-        } catch {
-          // vLLM would refuse the request; the template sees the string.
-        }
-        return { ...call, function: { ...fn, arguments: args } };
-      });
-    }
-    return message;
-  });
+  return messages.map(templateMessage);
+}
+
+/** One message as the template sees it (vLLM's normalisation, message by message). */
+export function templateMessage(m: unknown): Record<string, unknown> {
+  const message: Record<string, unknown> = { ...(m as Record<string, unknown>), content: messageText((m as { content?: unknown }).content) };
+  if (Array.isArray(message.tool_calls)) {
+    message.tool_calls = (message.tool_calls as Record<string, unknown>[]).map((call) => {
+      const fn = call?.function as { arguments?: unknown } | undefined;
+      if (!fn || typeof fn.arguments !== 'string') return call;
+      let args: unknown = fn.arguments;
+      try {
+        args = JSON.parse(fn.arguments);
+      } catch {
+        // vLLM would refuse the request; the template sees the string.
+      }
+      return { ...call, function: { ...fn, arguments: args } };
+    });
+  }
+  return message;
 }
 
 const pad2 = (n: number) => (n < 10 ? `0${n}` : String(n));
@@ -111,14 +114,13 @@ function range(start: number, stop?: number, step = 1): number[] {
 }
 
 /**
- * The prompt text the engine tokenizes for this chat. `now` is what the
- * template's strftime_now sees. Throws when the folder has no chat template
- * or the template raises: the caller falls back to the estimate.
+ * The template's environment for this chat: @huggingface/jinja's globals
+ * with strftime_now on the given clock, the folder's special tokens, the
+ * request's chat_template_kwargs, messages, tools, documents and
+ * add_generation_prompt, as transformers' apply_chat_template passes them.
  */
-export function renderChat(folder: ChatTemplateFolder, input: ChatInput, now: Date): string {
-  if (!folder.template) throw new Error('the tokenizer_config.json has no chat_template');
+export function chatEnvironment(folder: ChatTemplateFolder, input: ChatInput, now: Date, messages = conversation(input.messages)): Environment {
   const env = new Environment();
-  // The globals @huggingface/jinja sets up, with strftime_now on the given clock.
   const globals: Record<string, unknown> = {
     false: false,
     true: true,
@@ -132,7 +134,6 @@ export function renderChat(folder: ChatTemplateFolder, input: ChatInput, now: Da
     range,
     strftime_now: (format: unknown) => strftimeUtc(now, String(format)),
   };
-  const messages = conversation(input.messages);
   const variables: Record<string, unknown> = {
     ...folder.specialTokens,
     ...(input.chat_template_kwargs ?? {}),
@@ -142,7 +143,18 @@ export function renderChat(folder: ChatTemplateFolder, input: ChatInput, now: Da
     add_generation_prompt: input.add_generation_prompt ?? true,
   };
   for (const [name, value] of Object.entries({ ...globals, ...variables })) env.set(name, value);
-  let text = new Interpreter(env).run(folder.template.parsed).value as string;
+  return env;
+}
+
+/**
+ * The prompt text the engine tokenizes for this chat. `now` is what the
+ * template's strftime_now sees. Throws when the folder has no chat template
+ * or the template raises: the caller falls back to the estimate.
+ */
+export function renderChat(folder: ChatTemplateFolder, input: ChatInput, now: Date): string {
+  if (!folder.template) throw new Error('the tokenizer_config.json has no chat_template');
+  const messages = conversation(input.messages);
+  let text = new Interpreter(chatEnvironment(folder, input, now, messages)).run(folder.template.parsed).value as string;
   if (input.continue_final_message) {
     // As transformers does: cut the rendering right after the final message's content.
     const final = String(messages[messages.length - 1]?.content ?? '').trim();

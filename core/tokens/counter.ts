@@ -6,17 +6,32 @@
 // does. Runs in the tokenizer worker (core/tokens/worker.ts).
 import { renderChat, type ChatInput } from './chat-template.ts';
 import type { TokenizerFolder } from './folder.ts';
+import { IncrementalRenderer, type RenderLink } from './incremental-render.ts';
 import { AddedTokenSplitter, coldChars, encodeSegments, SegmentCache, segmentable, type Piece } from './segments.ts';
 
 export type CountJob =
   | { readonly kind: 'chat'; readonly chat: ChatInput /** ms since the epoch: the template's strftime_now */; readonly now: number }
   | { readonly kind: 'texts'; readonly texts: readonly string[] };
 
-/** A job made ready to encode: its pieces per prompt, and how much of it is not cached yet. */
+/**
+ * One prompt made ready to encode: the ids of a remembered start of it
+ * (`head`), the pieces after that, and, for a chat rendered by links, where
+ * to remember this rendering's ids for the conversation's next turn.
+ */
+export interface PromptPlan {
+  readonly head?: Uint32Array;
+  readonly pieces: readonly Piece[];
+  readonly remember?: { readonly link: RenderLink; readonly cut: number; readonly tail: string };
+}
+
+/** A job made ready to encode: its prompts, and how much of it is not cached yet. */
 export interface CountPlan {
-  readonly prompts: readonly (readonly Piece[])[];
+  readonly prompts: readonly PromptPlan[];
   readonly coldChars: number;
 }
+
+/** Bytes of remembered renderings (and their ids) per folder. */
+const RENDER_CACHE_BYTES = 32 * 1024 * 1024;
 
 export class FolderCounter {
   readonly cache: SegmentCache;
@@ -25,8 +40,12 @@ export class FolderCounter {
   readonly #segmentable: boolean;
   /** What the post-processor puts around a text when special tokens are added; undefined when that is not a plain prefix/suffix. */
   readonly #wrap?: { readonly prefix: number[]; readonly suffix: number[] };
+  /** The template rendered message by message, when its shape allows (core/tokens/template-loop.ts). */
+  readonly renderer?: IncrementalRenderer;
+  /** Why the template is rendered whole, when it is. */
+  readonly wholeRender?: string;
 
-  constructor(folder: TokenizerFolder, cacheBytes: number) {
+  constructor(folder: TokenizerFolder, cacheBytes: number, renderBytes = RENDER_CACHE_BYTES) {
     this.#folder = folder;
     this.cache = new SegmentCache(cacheBytes);
     this.#splitter = new AddedTokenSplitter(folder);
@@ -35,19 +54,55 @@ export class FolderCounter {
     const wrapped = folder.tokenizer.encode('a', { add_special_tokens: true }).ids;
     const at = wrapped.indexOf(bare[0]);
     if (bare.length === 1 && at >= 0) this.#wrap = { prefix: wrapped.slice(0, at), suffix: wrapped.slice(at + 1) };
+    const renderer = this.#segmentable ? IncrementalRenderer.for(folder, renderBytes) : { whole: 'the tokenizer is encoded whole' };
+    if (renderer instanceof IncrementalRenderer) this.renderer = renderer;
+    else this.wholeRender = renderer.whole;
   }
 
   plan(job: CountJob): CountPlan {
-    const texts = job.kind === 'chat' ? [renderChat(this.#folder, job.chat, new Date(job.now))] : job.texts;
-    const prompts = texts.map((text) => (this.#segmentable ? this.#splitter.split(text) : [{ text }]));
-    return { prompts, coldChars: prompts.reduce((sum, pieces) => sum + coldChars(pieces, this.cache), 0) };
+    const prompts: PromptPlan[] = [];
+    if (job.kind === 'chat') prompts.push(this.#planChat(job.chat, new Date(job.now)));
+    else for (const text of job.texts) prompts.push({ pieces: this.#segmentable ? this.#splitter.split(text) : [{ text }] });
+    return { prompts, coldChars: prompts.reduce((sum, prompt) => sum + coldChars(prompt.pieces, this.cache), 0) };
+  }
+
+  /**
+   * A chat's pieces. Rendered by links where the template allows: from the
+   * deepest link whose ids are remembered, only the text after its stable
+   * cut and the new messages' outputs are split; otherwise rendered whole.
+   */
+  #planChat(chat: ChatInput, now: Date): PromptPlan {
+    const rendered = this.renderer?.render(chat, now);
+    if (rendered === undefined) {
+      const text = renderChat(this.#folder, chat, now);
+      return { pieces: this.#segmentable ? this.#splitter.split(text) : [{ text }] };
+    }
+    const { links, post } = rendered;
+    let from = links.length - 1;
+    while (from >= 0 && links[from].state === undefined) from--;
+    const start = from >= 0 ? links[from].state! : { ids: new Uint32Array(0), tail: '' };
+    let text = start.tail;
+    for (let i = from + 1; i < links.length; i++) text += links[i].output;
+    const upToLast = this.#splitter.splitWithCut(text);
+    const rest = this.#splitter.split(text.slice(upToLast.cutAt) + post);
+    return {
+      head: start.ids,
+      pieces: [...upToLast.pieces.slice(0, upToLast.cut), ...rest],
+      remember: { link: links[links.length - 1], cut: upToLast.cut, tail: text.slice(upToLast.cutAt) },
+    };
   }
 
   /** Token ids per prompt. Chat prompts get no special tokens added; text prompts get the post-processor's. */
   encode(job: CountJob, plan: CountPlan): Uint32Array[] {
     const encode = (text: string) => this.#folder.tokenizer.encode(text, { add_special_tokens: false }).ids;
-    return plan.prompts.map((pieces, i) => {
-      if (job.kind === 'chat') return encodeSegments(pieces, this.cache, encode);
+    return plan.prompts.map(({ head, pieces, remember }, i) => {
+      if (job.kind === 'chat') {
+        if (!remember) return encodeSegments(pieces, this.cache, encode);
+        const before = concat(head, encodeSegments(pieces.slice(0, remember.cut), this.cache, encode));
+        const after = encodeSegments(pieces.slice(remember.cut), this.cache, encode);
+        this.renderer!.links.setState(remember.link, { ids: before, tail: remember.tail });
+        return concat(before, after);
+      }
       if (!this.#wrap) return Uint32Array.from(this.#folder.tokenizer.encode(job.texts[i], { add_special_tokens: true }).ids);
       const body = encodeSegments(pieces, this.cache, encode);
       const { prefix, suffix } = this.#wrap;
@@ -59,4 +114,12 @@ export class FolderCounter {
       return out;
     });
   }
+}
+
+function concat(a: Uint32Array | undefined, b: Uint32Array): Uint32Array {
+  if (!a || a.length === 0) return b;
+  const out = new Uint32Array(a.length + b.length);
+  out.set(a, 0);
+  out.set(b, a.length);
+  return out;
 }

@@ -23,6 +23,8 @@ export class AddedTokenSplitter {
   readonly #trie: TrieNode = Object.create(null);
   readonly #tokens = new Map<string, { id: number; lstrip: boolean; rstrip: boolean }>();
   readonly #firstChars = new Set<string>();
+  /** Trie nodes some longer added token goes on from. */
+  readonly #inner = new WeakSet<TrieNode>();
 
   constructor(folder: Pick<TokenizerFolder, 'tokenizerJson' | 'tokenizer'>) {
     const hasNormalizer = folder.tokenizer.normalizer !== null;
@@ -37,13 +39,36 @@ export class AddedTokenSplitter {
       for (const char of t.content) node = (node[char] as TrieNode | undefined) ?? (node[char] = Object.create(null) as TrieNode);
       node[END] = t.content;
     }
+    const mark = (node: TrieNode): void => {
+      for (const key of Object.keys(node)) {
+        if (key === END) continue;
+        this.#inner.add(node);
+        mark(node[key] as TrieNode);
+      }
+    };
+    mark(this.#trie);
   }
 
   split(text: string): Piece[] {
+    return this.splitWithCut(text).pieces;
+  }
+
+  /**
+   * The pieces, and where appending text can no longer change them: `cut`
+   * pieces end at char `cutAt`, right after an added token whose match no
+   * longer text could extend (the longest-match walk ended inside the text or
+   * at a token nothing longer starts with) and that strips nothing after it.
+   * Text appended later is split again only from `cutAt`.
+   */
+  splitWithCut(text: string): { readonly pieces: Piece[]; readonly cut: number; readonly cutAt: number } {
     const pieces: (Piece & { text?: string })[] = [];
     let start = 0;
     let i = 0;
     const n = text.length;
+    /** The first position whose walk reached the end of the text still able to go on. */
+    let unstableFrom = n;
+    let cutIndex = 0;
+    let cutAt = 0;
     while (i < n) {
       if (!this.#firstChars.has(text[i])) {
         i++;
@@ -51,7 +76,9 @@ export class AddedTokenSplitter {
       }
       let node: TrieNode | undefined = this.#trie;
       let match: string | undefined;
-      for (let j = i; j < n && (node = node[text[j]] as TrieNode | undefined); j++) if (node[END] !== undefined) match = node[END] as string;
+      let j = i;
+      for (; j < n && (node = node[text[j]] as TrieNode | undefined); j++) if (node[END] !== undefined) match = node[END] as string;
+      if (j === n && node !== undefined && this.#inner.has(node) && unstableFrom === n) unstableFrom = i;
       if (match === undefined) {
         i++;
         continue;
@@ -60,6 +87,10 @@ export class AddedTokenSplitter {
       pieces.push({ id: this.#tokens.get(match)!.id, text: match });
       i += match.length;
       start = i;
+      if (unstableFrom === n && !this.#tokens.get(match)!.rstrip) {
+        cutIndex = pieces.length;
+        cutAt = i;
+      }
     }
     if (start < n) pieces.push({ text: text.slice(start) });
     // lstrip/rstrip: the whitespace next to such a token belongs to it.
@@ -70,7 +101,15 @@ export class AddedTokenSplitter {
       if (spec.lstrip && k > 0 && pieces[k - 1].id === undefined) pieces[k - 1] = { text: pieces[k - 1].text!.trimEnd() };
       if (spec.rstrip && k + 1 < pieces.length && pieces[k + 1].id === undefined) pieces[k + 1] = { text: pieces[k + 1].text!.trimStart() };
     }
-    return pieces.map((p) => (p.id !== undefined ? { id: p.id } : { text: p.text })).filter((p) => p.id !== undefined || p.text !== '');
+    const out: Piece[] = [];
+    let cut = 0;
+    for (let k = 0; k < pieces.length; k++) {
+      const p = pieces[k];
+      if (p.id === undefined && p.text === '') continue;
+      out.push(p.id !== undefined ? { id: p.id } : { text: p.text });
+      if (k < cutIndex) cut = out.length;
+    }
+    return { pieces: out, cut, cutAt };
   }
 }
 

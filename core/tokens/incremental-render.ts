@@ -1,0 +1,176 @@
+// A chat rendered message by message (docs/tokens.md, "Speed"), for
+// templates whose shape core/tokens/template-loop.ts has proven: PRE's
+// output, one loop-body output per message, POST's output. Each output is
+// remembered in a chain keyed by everything it depends on (the request's
+// template variables, the first message where PRE reads it, then each
+// message in order), so a conversation's next turn renders only its new
+// messages. Concatenated, the outputs are exactly the whole template's
+// rendering: the loop body is evaluated as the interpreter evaluates it, in
+// a scope holding what the interpreter's loop scope would hold.
+import { Environment, Interpreter } from '@huggingface/jinja';
+import { chatEnvironment, strftimeUtc, templateMessage, type ChatInput } from './chat-template.ts';
+import type { ChatTemplateFolder } from './folder.ts';
+import { messageLoop, type JinjaNode, type MessageLoop } from './template-loop.ts';
+
+/** One link of a rendered conversation: PRE (the root) or one message's loop output. */
+export interface RenderLink {
+  readonly id: number;
+  readonly output: string;
+  /** Ids of the rendering up to and including this link, up to a stable cut, and the text after the cut (set by the counter). */
+  state?: { readonly ids: Uint32Array; readonly tail: string };
+}
+
+interface Root extends RenderLink {
+  readonly env: Environment;
+  /** Messages before the loop's first (the loop iterates `messages[offset:]`). */
+  readonly offset: number;
+  readonly post: string;
+}
+
+/** The chat's rendering as links: root (PRE), one per looped message, then POST's text. */
+export interface RenderedChat {
+  readonly links: readonly RenderLink[];
+  readonly post: string;
+}
+
+interface Evaluator {
+  evaluateBlock(statements: readonly JinjaNode[], environment: Environment): { value: string };
+}
+
+/** Links, least recently used dropped first, bounded in bytes. */
+class LinkCache {
+  readonly #entries = new Map<string, RenderLink>();
+  readonly #bytes = new Map<RenderLink, number>();
+  #total = 0;
+  constructor(readonly maxBytes: number) {}
+
+  get(key: string): RenderLink | undefined {
+    const link = this.#entries.get(key);
+    if (link === undefined) return undefined;
+    this.#entries.delete(key);
+    this.#entries.set(key, link);
+    return link;
+  }
+
+  set(key: string, link: RenderLink): void {
+    const cost = key.length * 2 + link.output.length * 2 + 96;
+    if (cost > this.maxBytes / 4) return;
+    this.#entries.set(key, link);
+    this.#bytes.set(link, cost);
+    this.#total += cost;
+    this.#trim();
+  }
+
+  /** Records a link's new state and its cost. */
+  setState(link: RenderLink, state: NonNullable<RenderLink['state']>): void {
+    const before = this.#bytes.get(link);
+    if (before === undefined) return; // evicted, or never kept: nobody finds it again
+    const extra = state.ids.byteLength + state.tail.length * 2 - (link.state ? link.state.ids.byteLength + link.state.tail.length * 2 : 0);
+    link.state = state;
+    this.#bytes.set(link, before + extra);
+    this.#total += extra;
+    this.#trim();
+  }
+
+  get bytes(): number {
+    return this.#total;
+  }
+
+  #trim(): void {
+    for (const [key, link] of this.#entries) {
+      if (this.#total <= this.maxBytes) break;
+      this.#entries.delete(key);
+      this.#total -= this.#bytes.get(link) ?? 0;
+      this.#bytes.delete(link);
+    }
+  }
+}
+
+const MAX_ROOTS = 64;
+
+export class IncrementalRenderer {
+  readonly plan: MessageLoop;
+  readonly #folder: ChatTemplateFolder;
+  readonly #interpreter: Evaluator;
+  readonly #roots = new Map<string, Root>();
+  readonly links: LinkCache;
+  #nextId = 1;
+  /** Messages rendered by evaluating the loop body, and found remembered. */
+  rendered = 0;
+  reused = 0;
+
+  private constructor(folder: ChatTemplateFolder, plan: MessageLoop, maxBytes: number) {
+    this.#folder = folder;
+    this.plan = plan;
+    this.links = new LinkCache(maxBytes);
+    this.#interpreter = new Interpreter() as unknown as Evaluator;
+  }
+
+  /** A renderer for the folder's template, or why it must be rendered whole. */
+  static for(folder: ChatTemplateFolder, maxBytes: number): IncrementalRenderer | { readonly whole: string } {
+    if (!folder.template) return { whole: 'no chat template' };
+    const plan = messageLoop(folder.template);
+    return 'whole' in plan ? plan : new IncrementalRenderer(folder, plan, maxBytes);
+  }
+
+  /** The chat's links, or undefined when this chat must be rendered whole (continue_final_message, no looped message). */
+  render(input: ChatInput, now: Date): RenderedChat | undefined {
+    if (input.continue_final_message || input.messages.length === 0) return undefined;
+    const root = this.#root(input, now);
+    if (root === undefined || input.messages.length <= root.offset) return undefined;
+    const links: RenderLink[] = [root];
+    let parent: RenderLink = root;
+    for (let i = root.offset; i < input.messages.length; i++) {
+      const raw = input.messages[i];
+      const key = `${parent.id}\u0000${JSON.stringify(raw)}`;
+      let link = this.links.get(key);
+      if (link === undefined) {
+        link = { id: this.#nextId++, output: this.#renderMessage(root, raw, i - root.offset) };
+        this.links.set(key, link);
+        this.rendered++;
+      } else this.reused++;
+      links.push(link);
+      parent = link;
+    }
+    return { links, post: root.post };
+  }
+
+  /** PRE and POST for these variables (and first message, where PRE reads it), rendered once. */
+  #root(input: ChatInput, now: Date): Root | undefined {
+    const key = JSON.stringify([
+      input.chat_template_kwargs ?? null,
+      input.tools ?? null,
+      input.documents ?? null,
+      input.add_generation_prompt ?? true,
+      this.plan.preReadsFirstMessage ? input.messages[0] : null,
+      this.plan.clockFormats.map((format) => strftimeUtc(now, format)),
+    ]);
+    const known = this.#roots.get(key);
+    if (known !== undefined) {
+      this.#roots.delete(key);
+      this.#roots.set(key, known);
+      return known;
+    }
+    const env = chatEnvironment(this.#folder, input, now);
+    const output = this.#interpreter.evaluateBlock(this.plan.pre, env).value;
+    let offset = 0;
+    if (this.plan.alias !== undefined) {
+      const list = env.lookupVariable(this.plan.alias) as { value?: unknown };
+      if (!Array.isArray(list.value)) return undefined;
+      offset = input.messages.length - list.value.length;
+    }
+    const post = this.#interpreter.evaluateBlock(this.plan.post, new Environment(env)).value;
+    const root: Root = { id: this.#nextId++, output, env, offset, post };
+    this.#roots.set(key, root);
+    if (this.#roots.size > MAX_ROOTS) this.#roots.delete(this.#roots.keys().next().value!);
+    return root;
+  }
+
+  /** One message's loop output at loop position `index`: the body in a scope like the interpreter's loop scope. */
+  #renderMessage(root: Root, raw: unknown, index: number): string {
+    const scope = new Environment(root.env);
+    scope.set('loop', { index: index + 1, index0: index, first: index === 0 });
+    scope.set(this.plan.loopVar, templateMessage(raw));
+    return this.#interpreter.evaluateBlock(this.plan.loop.body as JinjaNode[], scope).value;
+  }
+}
