@@ -11,6 +11,7 @@ import { endpointPrompt } from './endpoint-prompts.ts';
 import { messageContents, renderMessages, renderPrompt } from './prompt.ts';
 import { BODY_SCHEMAS, type Endpoint } from './request-schemas.ts';
 import { characterClassEstimator } from '../tokens/estimate.ts';
+import { sampledEstimate } from './sampled-estimate.ts';
 import type { TokenEstimator } from './tokens.ts';
 
 export interface RequestFacts {
@@ -200,7 +201,7 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
     endpoint: input.endpoint,
     requestedModel: body.model as string,
     promptText,
-    promptTokens: input.promptTokens ?? tokenIds?.count ?? estimator.estimate(promptText) + extraTokens,
+    promptTokens: input.promptTokens ?? tokenIds?.count ?? sampledEstimate(promptText, estimator) + extraTokens,
     // A count the sender supplies (the simulator's workload) is the engine's own; token-id prompts are counted already.
     promptTokensSource: input.promptTokens !== undefined ? 'engine' : tokenIds ? 'tokenizer' : 'estimate',
     promptTokenIds: input.promptTokens === undefined ? tokenIds?.ids : undefined,
