@@ -13,6 +13,7 @@
 // body serialized again.
 import { isUtf8 } from 'node:buffer';
 import type { FastifyInstance } from 'fastify';
+import { inTurnOfItsOwn } from './body-turns.ts';
 
 export const JSON_TOO_COMPLEX = 'SWITCHYARD_JSON_TOO_COMPLEX';
 export const UNSUPPORTED_ENCODING = 'SWITCHYARD_UNSUPPORTED_ENCODING';
@@ -56,16 +57,19 @@ export function registerJsonParser(app: FastifyInstance, bounds: JsonBounds): vo
       done(new BodyError(UNSUPPORTED_ENCODING, 415, `The router does not decode Content-Encoding "${encoding.slice(0, 32)}"; send the body uncompressed.`));
       return;
     }
-    const text = (bytes as Buffer).toString('utf8');
-    if ((bytes as Buffer).length < SLICED_BODY_BYTES) return checkAndParse(text, bytes as Buffer, bounds, done);
+    if ((bytes as Buffer).length < SLICED_BODY_BYTES) return checkAndParse((bytes as Buffer).toString('utf8'), bytes as Buffer, bounds, done);
     // A multi-MB body: decoding, parsing and reading it for the decision are
-    // each tens of milliseconds. Each runs in a turn of the event loop of its
-    // own, so other requests get the loop between them.
-    setImmediate(checkAndParse, text, bytes as Buffer, bounds, (error: Error | null, body?: unknown) => setImmediate(done, error, body));
+    // each milliseconds to tens of them. Each runs in a turn of the event
+    // loop of its own, one step of one body a turn (body-turns.ts), so other
+    // requests get the loop between them however many large bodies arrive at once.
+    inTurnOfItsOwn(() => {
+      const text = (bytes as Buffer).toString('utf8');
+      inTurnOfItsOwn(() => checkAndParse(text, bytes as Buffer, bounds, (error, body) => inTurnOfItsOwn(() => done(error, body))));
+    });
   });
 }
 
-/** Bodies from this size on are decoded, parsed and routed in separate turns of the event loop. */
+/** Bodies from this size on are decoded, parsed and routed in separate turns of the event loop, one body's step a turn. */
 export const SLICED_BODY_BYTES = 512 * 1024;
 
 function checkAndParse(text: string, bytes: Buffer, bounds: JsonBounds, done: Done): void {
