@@ -4,9 +4,9 @@
 // this router's SDK), is checked (default export shape, `sdk` range, config
 // schema, unique name), and joins the built-ins in a StrategyRegistry.
 //
-// By default each plugin runs in a cage (cage/cage.ts): a worker thread of
-// its own, so a plugin that loops, leaks or crashes costs its time budget,
-// never the router. Its module is imported only there; the registry holds a
+// By default each plugin runs in a cage (cage/cage.ts): a worker thread in
+// a process of its own, so a plugin that loops, leaks, aborts or crashes
+// costs its time budget, never the router. Its module is imported only there; the registry holds a
 // definition whose create() makes instances in the worker. A changed plugin
 // gets a new cage; the old one stops once no snapshot uses it.
 //

@@ -29,6 +29,12 @@ for (const [what, keep] of [
   ['20 MB a pick', 'new Array(2_621_440).fill(kept.length + 0.5)'],
   // 20 Mi numbers (160 MB) built by one runtime call that cannot be interrupted: on a 64 MB cap V8 aborted the process.
   ['20 Mi numbers in one call', 'new Array(20 * 1024 * 1024).fill(0)'],
+  // Single calls past the whole headroom (64 MB budget + 256 MB): V8's cap is reached inside the call and V8 aborts
+  // the process it is in. In a worker thread of the router's, that was the router (exit 134); in the plugin's own
+  // process, it is that process.
+  ['40 Mi numbers (320 MB) in one call', 'new Array(40 * 1024 * 1024).fill(0)'],
+  ['2^26 numbers from Array.from in one call', 'Array.from({ length: 2 ** 26 }, (_, i) => i)'],
+  ['a 128 MB JSON.parse in one call', "JSON.parse('[' + '0,'.repeat(64 * 1024 * 1024) + '0]')"],
 ] as const) {
   test(`a plugin keeping ${what} is quarantined; the router survives every request and shuts down at once`, { timeout: 240_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sy-hoarder-'));

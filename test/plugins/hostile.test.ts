@@ -5,7 +5,7 @@
 // serving throughout.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CageLimits } from '../../core/plugins/cage/cage.ts';
@@ -226,3 +226,48 @@ test('a plugin that floods the router with output is quarantined', async () => {
     await s.close();
   }
 });
+
+/** Whether process `pid` is gone (a zombie waiting for its parent to reap it counts as gone: it runs nothing). */
+function processGone(pid: number): boolean {
+  try {
+    return /^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return true;
+  }
+}
+
+// A plugin runs in a process of its own: whatever ends that process (an abort, a signal, bytes written over the
+// cage's own pipe) ends only the plugin. Tested here, in the router's process: a test runner that survives is a
+// router that survived.
+for (const [what, pick, extra] of [
+  // A native crash, as a fault in an addon would end it (process.abort() does nothing in a worker thread).
+  ['crashes (SIGSEGV)', "process.kill(process.pid, 'SIGSEGV');", ''],
+  ['kills its own process', "process.kill(process.pid, 'SIGKILL');", ''],
+  [
+    'writes over the cage’s pipe',
+    "writeSync(1, Buffer.alloc(64, 255)); return { replica: candidates[0].id, reason: 'wrote' };",
+    "import { writeSync } from 'node:fs';",
+  ],
+] as const) {
+  test(`a plugin that ${what} is quarantined as crashed; its process is gone and the router serves on`, async () => {
+    const s = await routerWith({ 'crasher.mjs': plugin('crasher', pick, extra) }, '[crasher, round-robin]');
+    try {
+      const isolation = () => s.store.status().plugins[0].isolation!;
+      const pid = isolation().pid!;
+      assert.equal(isolation().isolation, 'process');
+      assert.ok(pid > 0 && pid !== process.pid, `the plugin has a process of its own (${pid})`);
+      for (let i = 0; i < 5; i++) {
+        const r = await send(s.t);
+        assert.equal(r.status, 200);
+        assert.ok(r.ms < BOUND_MS, `request ${i} took ${r.ms.toFixed(0)} ms`);
+      }
+      await until(() => isolation().state === 'quarantined', 15_000, 'the crasher to be quarantined');
+      assert.equal(isolation().quarantine!.reason, 'crashed', isolation().quarantine!.detail);
+      assert.match(isolation().quarantine!.detail, /^its process /);
+      assert.match((await send(s.t)).reason, /^round-robin: /);
+      await until(() => processGone(pid), 10_000, 'the plugin process to be gone');
+    } finally {
+      await s.close();
+    }
+  });
+}

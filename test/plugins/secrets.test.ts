@@ -1,8 +1,10 @@
-// A hostile plugin that reads the admin token the way a real one can (the
-// process's start-up environment in /proc/self/environ, or the file it
+// A hostile plugin that reads the admin token the way a real one can (a
+// process's start-up environment in /proc/<pid>/environ, or the file it
 // names) and says it everywhere a plugin can: its reason, its pass reason,
 // its alternatives' names and notes, errors it throws from pick and from a
-// hook, ctx.log and console. The real router runs in a child process (the
+// hook, ctx.log and console. The plugin runs in a process of its own whose
+// /proc/self/environ is empty; it then reads the router's (its parent's),
+// which the same user may read. The real router runs in a child process (the
 // token must be in that process's own environment) with full decision
 // headers; the token must reach no response header, no log line, neither
 // /admin/decisions nor /admin/state.
@@ -16,13 +18,16 @@ import { OPEN_TENANTS, TINY_MODELS, tinyPool } from '../helpers/router.ts';
 import { freePort, startChild, SWITCHYARD_BIN, waitUntil } from '../observe/process.ts';
 
 const SNOOP = `import { readFileSync } from 'node:fs';
-function stolen() {
-  const environ = readFileSync('/proc/self/environ', 'utf8').split('\\0');
+function found(pid) {
+  const environ = readFileSync('/proc/' + pid + '/environ', 'utf8').split('\\0');
   const direct = environ.find((e) => e.startsWith('SWITCHYARD_ADMIN_TOKEN=') && e.length > 'SWITCHYARD_ADMIN_TOKEN='.length);
   if (direct) return direct.slice('SWITCHYARD_ADMIN_TOKEN='.length);
   const file = environ.find((e) => e.startsWith('SWITCHYARD_ADMIN_TOKEN_FILE=') && e.length > 'SWITCHYARD_ADMIN_TOKEN_FILE='.length);
   return file ? readFileSync(file.slice('SWITCHYARD_ADMIN_TOKEN_FILE='.length), 'utf8').trim() : 'none';
 }
+// Its own process's start-up environment (empty, as the cage starts it: its size in bytes), then the router's.
+const own = () => readFileSync('/proc/self/environ').length;
+const stolen = () => found(process.ppid);
 let n = 0;
 export default {
   name: 'snoop', version: '1.0.0', sdk: '^1',
@@ -35,7 +40,7 @@ export default {
         switch (n++ % 4) {
           case 1: throw new Error('threw ' + token);
           case 2: return { pass: true, reason: 'pass ' + token };
-          default: return { replica: candidates[0].id, reason: 'len ' + token.length + ' ' + token, alternatives: [{ replica: token, score: 1, note: 'note ' + token }] };
+          default: return { replica: candidates[0].id, reason: 'own ' + own() + ' len ' + token.length + ' ' + token, alternatives: [{ replica: token, score: 1, note: 'note ' + token }] };
         }
       },
       onRouted() { throw new Error('hook ' + stolen()); },
@@ -81,9 +86,9 @@ for (const via of ['SWITCHYARD_ADMIN_TOKEN', 'SWITCHYARD_ADMIN_TOKEN_FILE'] as c
         assert.ok(!headers.includes(token), `request ${i}: the token is in a header:\n${headers}`);
         reasons.push(response.headers.get('x-switchyard-reason') ?? '');
       }
-      // The plugin did find the token, and said it: what reached the client is the redacted form.
+      // Its own process had nothing to give; the router's did, and what reached the client is the redacted form.
       assert.ok(
-        reasons.some((r) => r === `snoop: len ${token.length} [redacted]`),
+        reasons.some((r) => r === `snoop: own 0 len ${token.length} [redacted]`),
         reasons.join('\n'),
       );
 

@@ -1,6 +1,11 @@
 // A third-party plugin in a cage: its module runs in a worker thread of its
 // own, with an empty environment and a heap budget, and the router calls it
 // synchronously from decide() through shared memory with a hard timeout.
+// With isolation 'process' (the default) that worker lives in a process of
+// the plugin's own (child.ts), and the router's side of the shared memory is
+// played by a relay thread (relay.ts) that carries calls over a pipe: an
+// allocation that reaches V8's heap cap in one call aborts that process, and
+// the router sees a crash it handles like any other.
 //
 // A pick that does not answer in time is skipped (the chain goes on); the
 // worker stays busy and later calls skip it at once. A call still running
@@ -40,6 +45,7 @@ import {
   CALL_SEQ,
   CALLING,
   EXTERNAL_MB,
+  SIDE_BYTES,
   SIDE_COUNT,
   HEAP_MB,
   SIDE_REGION,
@@ -90,6 +96,12 @@ export interface CageLimits {
   readonly spinMicros: number;
   /** Worker messages (log lines, output chunks) per second past which it is flooding. */
   readonly maxMessagesPerSecond: number;
+  /**
+   * 'process': the plugin's worker runs in a process of its own, so that nothing it
+   * does (an abort at V8's heap cap, a native crash) can end the router; a pick
+   * costs a round trip over a pipe more. 'thread': a worker thread of the router's.
+   */
+  readonly isolation: 'process' | 'thread';
 }
 
 export const DEFAULT_CAGE_LIMITS: CageLimits = {
@@ -101,12 +113,17 @@ export const DEFAULT_CAGE_LIMITS: CageLimits = {
   startTimeoutMs: 15_000,
   spinMicros: 0,
   maxMessagesPerSecond: 2000,
+  isolation: 'process',
 };
 
 export type QuarantineReason = 'stuck' | 'crashed' | 'memory' | 'flooding';
 
 export interface CageStatus {
   readonly isolated: true;
+  /** Where the plugin runs: a process of its own, or a worker thread of the router's. */
+  readonly isolation: CageLimits['isolation'];
+  /** The plugin's process id (isolation 'process'). */
+  readonly pid?: number;
   readonly state: 'running' | 'quarantined' | 'stopped';
   readonly quarantine?: { readonly reason: QuarantineReason; readonly detail: string; readonly at: string };
   readonly instances: number;
@@ -152,14 +169,19 @@ const MAX_STRING_ASKED = 256;
 /** Plugin log lines passed on per 10 s; the rest are counted. */
 const LOG_LINES_PER_WINDOW = 20;
 
-// The sibling source in a checkout, the compiled sibling in dist/.
-const WORKER_ENTRY = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './worker.ts' : './worker.js', import.meta.url));
-let workerScript: Promise<string> | undefined;
+// The sibling sources in a checkout, the compiled siblings in dist/.
+const sibling = (name: string) => fileURLToPath(new URL(`./${name}${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
+const WORKER_ENTRY = sibling('worker');
+const RELAY_ENTRY = sibling('relay');
+const CHILD_ENTRY = sibling('child');
+const scripts = new Map<string, Promise<string>>();
 
-/** The worker's code, bundled once per process into a file named by its hash. */
-function workerScriptPath(): Promise<string> {
-  const made = (workerScript ??= build({
-    entryPoints: [WORKER_ENTRY],
+/** The code of `entry` (the plugin worker, the relay, the plugin process), bundled once per process into a file named by its hash. */
+function scriptPath(entry: string): Promise<string> {
+  let made = scripts.get(entry);
+  if (made) return made.then((path) => (existsSync(path) ? path : (scripts.delete(entry), scriptPath(entry))));
+  made = build({
+    entryPoints: [entry],
     bundle: true,
     write: false,
     format: 'esm',
@@ -170,11 +192,13 @@ function workerScriptPath(): Promise<string> {
     const code = output.outputFiles[0].text;
     const dir = join(tmpdir(), 'switchyard-cage');
     mkdirSync(dir, { recursive: true });
-    const path = join(dir, `worker.${createHash('sha256').update(code).digest('hex').slice(0, 16)}.mjs`);
+    const name = entry.replace(/^.*[\\/]/, '').replace(/\.[jt]s$/, '');
+    const path = join(dir, `${name}.${createHash('sha256').update(code).digest('hex').slice(0, 16)}.mjs`);
     if (!existsSync(path)) writeFileSync(path, code);
     return path;
-  }));
-  return made.then((path) => (existsSync(path) ? path : ((workerScript = undefined), workerScriptPath())));
+  });
+  scripts.set(entry, made);
+  return made;
 }
 
 export class PluginCage {
@@ -201,30 +225,54 @@ export class PluginCage {
   #busySince = 0;
   #stuckTimer?: NodeJS.Timeout;
   #lastExitError?: string;
+  /** The plugin's process (isolation 'process'), ended with the cage. */
+  readonly #pid?: number;
   #window = { start: 0, messages: 0, logStart: 0, logs: 0 };
   #stats = { calls: 0, timeouts: 0, busySkips: 0, threw: 0 };
 
   /** Starts a worker for the compiled plugin module at `moduleUrl` and reads its definition. */
   static async start(moduleUrl: string, file: string, limits: CageLimits = DEFAULT_CAGE_LIMITS, log?: Logger): Promise<CageStart> {
-    const script = await workerScriptPath();
+    const inProcess = limits.isolation !== 'thread';
+    const [workerScript, relayScript, childScript] = await Promise.all([
+      scriptPath(WORKER_ENTRY),
+      inProcess ? scriptPath(RELAY_ENTRY) : undefined,
+      inProcess ? scriptPath(CHILD_ENTRY) : undefined,
+    ]);
     const shared = new SharedArrayBuffer(SHARED_BYTES);
-    const worker = new Worker(pathToFileURL(script), {
-      workerData: { shared, moduleUrl, spinMicros: limits.spinMicros, heapMb: limits.heapMb },
-      // The router's environment holds its secrets (the admin token): none of it goes in.
-      env: {},
-      argv: [],
-      execArgv: [],
-      resourceLimits: {
-        maxOldGenerationSizeMb: limits.heapMb + limits.heapHeadroomMb,
-        maxYoungGenerationSizeMb: Math.max(4, Math.ceil(limits.heapMb / 8)),
-        stackSizeMb: 4,
-      },
-      name: `switchyard plugin ${file}`,
-    });
+    const plugin = { shared, moduleUrl, spinMicros: limits.spinMicros, heapMb: limits.heapMb };
+    const worker = inProcess
+      ? // The relay runs no plugin code: a small heap of its own; the plugin's limits apply in its process.
+        new Worker(pathToFileURL(relayScript!), {
+          workerData: { ...plugin, heapHeadroomMb: limits.heapHeadroomMb, workerScript, childScript },
+          env: {},
+          argv: [],
+          execArgv: [],
+          resourceLimits: { maxOldGenerationSizeMb: 64, maxYoungGenerationSizeMb: 8, stackSizeMb: 4 },
+          name: `switchyard plugin relay ${file}`,
+        })
+      : new Worker(pathToFileURL(workerScript), {
+          workerData: plugin,
+          // The router's environment holds its secrets (the admin token): none of it goes in.
+          env: {},
+          argv: [],
+          execArgv: [],
+          resourceLimits: {
+            maxOldGenerationSizeMb: limits.heapMb + limits.heapHeadroomMb,
+            maxYoungGenerationSizeMb: Math.max(4, Math.ceil(limits.heapMb / 8)),
+            stackSizeMb: 4,
+          },
+          name: `switchyard plugin ${file}`,
+        });
     worker.unref();
+    let pid: number | undefined;
     const first = await new Promise<{ type: string; [key: string]: unknown }>((resolve) => {
       const timer = setTimeout(() => resolve({ type: 'failed', message: `did not finish loading within ${limits.startTimeoutMs} ms` }), limits.startTimeoutMs);
       const done = (message: { type: string; [key: string]: unknown }) => {
+        if (message?.type === 'pid') {
+          pid = Number(message.pid) || undefined;
+          return;
+        }
+        if (message?.type === 'process-exit') message = { type: 'failed', message: `its process ended while loading (${processEnd(message).detail})` };
         clearTimeout(timer);
         worker.off('message', done);
         resolve(message);
@@ -235,10 +283,11 @@ export class PluginCage {
     });
     const definition = first.definition as DescribedDefinition | undefined;
     if (first.type === 'ready' && definition) {
-      const cage = new PluginCage(worker, shared, file, limits, log);
+      const cage = new PluginCage(worker, shared, file, limits, log, pid);
       return { kind: 'ready', cage, definition };
     }
     void worker.terminate();
+    kill(pid);
     if (first.type === 'ready') {
       return {
         kind: 'refused',
@@ -251,8 +300,9 @@ export class PluginCage {
     return { kind: 'failed', message: String(first.message) };
   }
 
-  private constructor(worker: Worker, shared: SharedArrayBuffer, file: string, limits: CageLimits, log?: Logger) {
+  private constructor(worker: Worker, shared: SharedArrayBuffer, file: string, limits: CageLimits, log?: Logger, pid?: number) {
     this.#worker = worker;
+    this.#pid = pid;
     this.#shared = shared;
     this.file = file;
     this.limits = limits;
@@ -277,6 +327,8 @@ export class PluginCage {
   status(): CageStatus {
     return {
       isolated: true,
+      isolation: this.limits.isolation === 'thread' ? 'thread' : 'process',
+      pid: this.#pid,
       state: this.#state,
       quarantine: this.#quarantine,
       instances: this.#instances.size,
@@ -383,6 +435,7 @@ export class PluginCage {
     if (this.#state === 'running') this.#state = 'stopped';
     this.#queue = [];
     clearTimeout(this.#stuckTimer);
+    kill(this.#pid);
     await this.#worker.terminate().catch(() => {});
   }
 
@@ -488,6 +541,7 @@ export class PluginCage {
     Atomics.store(ctrl, ROUTER_WAITING, 0);
     if (Atomics.load(ctrl, STATE) === NEEDS_DATA) {
       Atomics.store(ctrl, SIDE_COUNT, Atomics.load(ctrl, SIDE_KIND) === ASK_TOKENS ? -1 : 0);
+      Atomics.store(ctrl, SIDE_BYTES, 0);
       Atomics.store(ctrl, STATE, DATA_GIVEN);
       Atomics.notify(ctrl, STATE);
     }
@@ -510,12 +564,14 @@ export class PluginCage {
     const op = Atomics.load(ctrl, SIDE_OP);
     const asked = Atomics.load(ctrl, SIDE_COUNT);
     let count = 0;
+    let written = 0;
     try {
       switch (Atomics.load(ctrl, SIDE_KIND)) {
         case ASK_HASHES: {
           const hashes = this.#requests[op]?.prefixHashes ?? [];
           count = Math.min(hashes.length, MAX_HASHES);
           for (let i = 0; i < count; i++) side.setFloat64(i * 8, hashes[i], true);
+          written = count * 8;
           break;
         }
         case ASK_TOKENS: {
@@ -524,6 +580,7 @@ export class PluginCage {
           else {
             count = Math.min(ids.length, MAX_TOKEN_IDS);
             new Uint32Array(this.#shared, SIDE_AT, count).set(ids.subarray(0, count));
+            written = count * 4;
           }
           break;
         }
@@ -532,7 +589,7 @@ export class PluginCage {
           const n = Math.max(0, Math.min(asked, MAX_HASHES));
           const hashes = new Array<number>(n);
           for (let i = 0; i < n; i++) hashes[i] = side.getFloat64(i * 8, true);
-          count = kv ? this.#writeLookup(kv.longestPrefix(hashes)) : 0;
+          [count, written] = kv ? this.#writeLookup(kv.longestPrefix(hashes)) : [0, 0];
           break;
         }
         case ASK_KV_TOKENS: {
@@ -541,22 +598,26 @@ export class PluginCage {
           const ids = new Uint32Array(this.#shared, SIDE_AT, n).slice();
           const r = new Reader(this.#shared, SIDE_AT + n * 4, SIDE_REGION - n * 4);
           const adapter = r.u8() === 1 ? r.str(MAX_STRING_ASKED) : undefined;
-          count = kv?.longestPrefixOfTokens ? this.#writeLookup(kv.longestPrefixOfTokens(ids, adapter)) : 0;
+          [count, written] = kv?.longestPrefixOfTokens ? this.#writeLookup(kv.longestPrefixOfTokens(ids, adapter)) : [0, 0];
           break;
         }
       }
     } catch (error) {
       count = 0;
+      written = 0;
       this.#log?.warn(`plugin ${this.file}: a kvIndex lookup for it failed: ${(error as Error).message}`, { plugin: this.file });
     }
     Atomics.store(ctrl, SIDE_COUNT, count);
+    Atomics.store(ctrl, SIDE_BYTES, written);
     Atomics.store(ctrl, STATE, DATA_GIVEN);
     Atomics.notify(ctrl, STATE);
   }
 
-  #writeLookup(entries: readonly CachedPrefix[]): number {
+  /** A lookup's entries in the side region: how many, and the bytes they take. */
+  #writeLookup(entries: readonly CachedPrefix[]): [number, number] {
     const w = new Writer(this.#shared, SIDE_AT, SIDE_REGION);
-    return writeCachedPrefixes(w, entries);
+    const count = writeCachedPrefixes(w, entries);
+    return [count, w.length];
   }
 
   /** create() and exportState(): rare, so they may wait for a busy worker and take longer. */
@@ -627,6 +688,7 @@ export class PluginCage {
     this.#queue = [];
     clearTimeout(this.#stuckTimer);
     this.#log?.warn(`plugin ${this.file} quarantined (${reason}): ${detail}; it is skipped until its file changes`, { plugin: this.file, reason, detail });
+    kill(this.#pid);
     void this.#worker.terminate().catch(() => {});
     Atomics.store(this.#ctrl, STATE, IDLE);
   }
@@ -666,6 +728,9 @@ export class PluginCage {
     if (!this.#tick() || message === null || typeof message !== 'object') return;
     if (message.type === 'memory') {
       this.#checkMemory();
+    } else if (message.type === 'process-exit') {
+      const end = processEnd(message);
+      this.#quarantineNow(end.reason, end.detail);
     } else if (message.type === 'log') {
       const instance = this.#instances.get(Number(message.instance));
       if (!instance || !this.#logAllowed()) return;
@@ -700,6 +765,32 @@ function boundedFields(fields: Record<string, unknown>): Record<string, unknown>
  */
 function said(text: unknown, max: number): string {
   return redactSecrets(String(text).slice(0, max + 4096)).slice(0, max);
+}
+
+/** Ends a plugin's process at once (it may be inside a call that never returns); gone already is fine. */
+function kill(pid: number | undefined): void {
+  if (pid === undefined) return;
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {}
+}
+
+/**
+ * Why a plugin's process ended, as the relay reported it: out of memory when V8
+ * said so (its heap cap reached inside one call aborts the process; a worker
+ * stopped at it exits with ERR_WORKER_OUT_OF_MEMORY), a crash otherwise.
+ */
+function processEnd(message: Record<string, unknown>): { reason: QuarantineReason; detail: string } {
+  const stderr = typeof message.stderr === 'string' ? message.stderr : '';
+  const worker = (message.worker ?? {}) as { code?: unknown; message?: unknown; errorCode?: unknown };
+  const how = message.signal ? `killed by ${String(message.signal)}` : `exit code ${String(message.code)}`;
+  const fatal = /FATAL ERROR: [^\n]*/.exec(stderr)?.[0];
+  if (worker.errorCode === 'ERR_WORKER_OUT_OF_MEMORY' || (fatal && /heap limit|out of memory/i.test(fatal))) {
+    return { reason: 'memory', detail: `its process ran out of memory inside one call (${fatal ?? String(worker.message)})` };
+  }
+  if (typeof message.detail === 'string') return { reason: 'crashed', detail: `its process ${message.detail}` };
+  const last = fatal ?? (typeof worker.message === 'string' ? worker.message : stderr.trim().split('\n').at(-1));
+  return { reason: 'crashed', detail: `its process ended (${how}${last ? `: ${last}` : ''})` };
 }
 
 function now(ctx: StrategyContext): number {

@@ -36,6 +36,8 @@ export const SIDE_KIND = 8;
 export const SIDE_OP = 9;
 /** 1 while the router waits for the call in flight (and so answers asks); 0 once it stopped waiting. */
 export const ROUTER_WAITING = 10;
+/** How many bytes of the side region the router's answer to an ask takes (for the relay, which copies them to a plugin process). */
+export const SIDE_BYTES = 11;
 
 /** Values of ctrl[SIDE_KIND]. */
 /** The prefix hashes of the op's request. */

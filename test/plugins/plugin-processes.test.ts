@@ -1,0 +1,99 @@
+// Each caged plugin runs in a process of its own; none may outlive the
+// router. The compiled router runs in a child process with two plugins: one
+// idle, one whose worker is stuck in an endless loop of its own (started
+// from a timer, so no call of the router's is waiting on it and nothing
+// quarantines it). A SIGTERM stops the router at once (exit 0), a SIGKILL
+// gives it no chance to clean up: either way both plugin processes end,
+// because each watches its pipe to the router and ends when it closes.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { OPEN_TENANTS, TINY_MODELS, tinyPool } from '../helpers/router.ts';
+import { freePort, startChild, SWITCHYARD_BIN, waitUntil } from '../observe/process.ts';
+
+const IDLE = `export default {
+  name: 'idle', version: '1.0.0', sdk: '^1',
+  create() { return { pick: (_r, c) => ({ replica: c[0].id, reason: 'idle' }) }; },
+};
+`;
+const SPINNER = `export default {
+  name: 'spinner', version: '1.0.0', sdk: '^1',
+  create() {
+    setTimeout(() => { for (;;) {} }, 20);
+    return { pick: () => ({ pass: true, reason: 'spinning' }) };
+  },
+};
+`;
+
+/** The stat line of every process whose parent is `ppid`: pid → its command line. */
+function childrenOf(ppid: number): Map<number, string> {
+  const found = new Map<number, string>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      // pid (comm) state ppid ...: comm may hold spaces and parentheses, so read after the last ')'.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(fields[1]) === ppid) found.set(Number(name), readFileSync(`/proc/${name}/cmdline`, 'utf8').replaceAll('\0', ' '));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
+
+/** Gone, or a zombie waiting to be reaped (it runs nothing). */
+function gone(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+  } catch {
+    return true;
+  }
+}
+
+for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
+  test(`after ${signal} to the router no plugin process is left, not even one stuck in a loop`, { timeout: 120_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sy-plugin-processes-'));
+    mkdirSync(join(dir, 'plugins'));
+    writeFileSync(join(dir, 'plugins', 'idle.mjs'), IDLE);
+    writeFileSync(join(dir, 'plugins', 'spinner.mjs'), SPINNER);
+    writeFileSync(join(dir, 'models.yaml'), TINY_MODELS);
+    writeFileSync(join(dir, 'tenants.yaml'), OPEN_TENANTS);
+    writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\nplugin_dirs: [plugins]\n');
+    writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 2, strategies: '[spinner, idle, round-robin]' }));
+    const [port, adminPort] = [await freePort(), await freePort()];
+    const router = startChild(
+      process.execPath,
+      [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--emulator-speed', '20'],
+      { env: { NODE_OPTIONS: '' } },
+    );
+    const exited = new Promise<void>((resolve) => router.process.once('exit', () => resolve()));
+    try {
+      await waitUntil('the router to answer', async () => ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok ? true : undefined), 60_000, router);
+      const plugins = await waitUntil(
+        'both plugin processes',
+        async () => {
+          const found = [...childrenOf(router.process.pid!)].filter(([, cmdline]) => /switchyard-cage\/child\.\w+\.mjs/.test(cmdline));
+          return found.length === 2 ? found.map(([pid]) => pid) : undefined;
+        },
+        30_000,
+        router,
+      );
+      const stopping = performance.now();
+      router.process.kill(signal);
+      await exited;
+      const stopMs = performance.now() - stopping;
+      if (signal === 'SIGTERM') {
+        assert.equal(router.process.exitCode, 0, router.output());
+        assert.ok(stopMs < 4000, `shutdown took ${stopMs.toFixed(0)} ms`);
+      }
+      await waitUntil('the plugin processes to end', async () => (plugins.every(gone) ? true : undefined), 15_000);
+    } finally {
+      await router.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
