@@ -3,8 +3,9 @@
 // idle, one whose worker is stuck in an endless loop of its own (started
 // from a timer, so no call of the router's is waiting on it and nothing
 // quarantines it). A SIGTERM stops the router at once (exit 0), a SIGKILL
-// gives it no chance to clean up: either way both plugin processes end,
-// because each watches its pipe to the router and ends when it closes.
+// gives it no chance to clean up: either way both plugin processes end, and
+// so does the spare kept ready for the next plugin, because each watches its
+// pipe to the router and ends when it closes.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -74,10 +75,11 @@ for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
     try {
       await waitUntil('the router to answer', async () => ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok ? true : undefined), 60_000, router);
       const plugins = await waitUntil(
-        'both plugin processes',
+        'both plugin processes and the spare',
         async () => {
           const found = [...childrenOf(router.process.pid!)].filter(([, cmdline]) => /switchyard-cage\/child\.\w+\.mjs/.test(cmdline));
-          return found.length === 2 ? found.map(([pid]) => pid) : undefined;
+          // Two plugins and the spare process kept ready for the next one (core/plugins/cage/plugin-process.ts).
+          return found.length >= 3 ? found.map(([pid]) => pid) : undefined;
         },
         30_000,
         router,

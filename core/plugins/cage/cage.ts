@@ -15,17 +15,14 @@
 // quarantined: skipped until its file changes (a changed file is a new
 // cage). Hooks (onRouted, onCompleted, dispose) are queued and travel with
 // the next call, in order, so they cost no round trip of their own.
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
 import { deserialize, serialize } from 'node:v8';
 import { Worker } from 'node:worker_threads';
-import { build } from 'esbuild';
 import type { CachedPrefix, Candidate, Logger, PickResult, RoutedRequest, StrategyContext, StrategyInstance } from '../../../sdk/types.ts';
 import { redactSecrets } from '../../observe/secrets.ts';
 import { readPickAnswer, StringTable, writeCachedPrefixes, writeCandidates, writeRequest } from './codec.ts';
+import { scriptPath, WORKER_ENTRY } from './bundle.ts';
+import { startRelay } from './plugin-process.ts';
 import { CageSkip } from './skip.ts';
 import {
   A_DONE,
@@ -169,38 +166,6 @@ const MAX_STRING_ASKED = 256;
 /** Plugin log lines passed on per 10 s; the rest are counted. */
 const LOG_LINES_PER_WINDOW = 20;
 
-// The sibling sources in a checkout, the compiled siblings in dist/.
-const sibling = (name: string) => fileURLToPath(new URL(`./${name}${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
-const WORKER_ENTRY = sibling('worker');
-const RELAY_ENTRY = sibling('relay');
-const CHILD_ENTRY = sibling('child');
-const scripts = new Map<string, Promise<string>>();
-
-/** The code of `entry` (the plugin worker, the relay, the plugin process), bundled once per process into a file named by its hash. */
-function scriptPath(entry: string): Promise<string> {
-  let made = scripts.get(entry);
-  if (made) return made.then((path) => (existsSync(path) ? path : (scripts.delete(entry), scriptPath(entry))));
-  made = build({
-    entryPoints: [entry],
-    bundle: true,
-    write: false,
-    format: 'esm',
-    platform: 'node',
-    target: 'node20',
-    logLevel: 'silent',
-  }).then((output) => {
-    const code = output.outputFiles[0].text;
-    const dir = join(tmpdir(), 'switchyard-cage');
-    mkdirSync(dir, { recursive: true });
-    const name = entry.replace(/^.*[\\/]/, '').replace(/\.[jt]s$/, '');
-    const path = join(dir, `${name}.${createHash('sha256').update(code).digest('hex').slice(0, 16)}.mjs`);
-    if (!existsSync(path)) writeFileSync(path, code);
-    return path;
-  });
-  scripts.set(entry, made);
-  return made;
-}
-
 export class PluginCage {
   readonly file: string;
   readonly limits: CageLimits;
@@ -232,39 +197,29 @@ export class PluginCage {
 
   /** Starts a worker for the compiled plugin module at `moduleUrl` and reads its definition. */
   static async start(moduleUrl: string, file: string, limits: CageLimits = DEFAULT_CAGE_LIMITS, log?: Logger): Promise<CageStart> {
-    const inProcess = limits.isolation !== 'thread';
-    const [workerScript, relayScript, childScript] = await Promise.all([
-      scriptPath(WORKER_ENTRY),
-      inProcess ? scriptPath(RELAY_ENTRY) : undefined,
-      inProcess ? scriptPath(CHILD_ENTRY) : undefined,
-    ]);
-    const shared = new SharedArrayBuffer(SHARED_BYTES);
-    const plugin = { shared, moduleUrl, spinMicros: limits.spinMicros, heapMb: limits.heapMb };
-    const worker = inProcess
-      ? // The relay runs no plugin code: a small heap of its own; the plugin's limits apply in its process.
-        new Worker(pathToFileURL(relayScript!), {
-          workerData: { ...plugin, heapHeadroomMb: limits.heapHeadroomMb, workerScript, childScript },
-          env: {},
-          argv: [],
-          execArgv: [],
-          resourceLimits: { maxOldGenerationSizeMb: 64, maxYoungGenerationSizeMb: 8, stackSizeMb: 4 },
-          name: `switchyard plugin relay ${file}`,
-        })
-      : new Worker(pathToFileURL(workerScript), {
-          workerData: plugin,
-          // The router's environment holds its secrets (the admin token): none of it goes in.
-          env: {},
-          argv: [],
-          execArgv: [],
-          resourceLimits: {
-            maxOldGenerationSizeMb: limits.heapMb + limits.heapHeadroomMb,
-            maxYoungGenerationSizeMb: Math.max(4, Math.ceil(limits.heapMb / 8)),
-            stackSizeMb: 4,
-          },
-          name: `switchyard plugin ${file}`,
-        });
+    const workerScript = await scriptPath(WORKER_ENTRY);
+    const relay =
+      limits.isolation === 'thread'
+        ? undefined
+        : await startRelay({ workerScript, spinMicros: limits.spinMicros, heapMb: limits.heapMb, heapHeadroomMb: limits.heapHeadroomMb }, moduleUrl);
+    const shared = relay?.shared ?? new SharedArrayBuffer(SHARED_BYTES);
+    const worker =
+      relay?.worker ??
+      new Worker(pathToFileURL(workerScript), {
+        workerData: { shared, moduleUrl, spinMicros: limits.spinMicros, heapMb: limits.heapMb },
+        // The router's environment holds its secrets (the admin token): none of it goes in.
+        env: {},
+        argv: [],
+        execArgv: [],
+        resourceLimits: {
+          maxOldGenerationSizeMb: limits.heapMb + limits.heapHeadroomMb,
+          maxYoungGenerationSizeMb: Math.max(4, Math.ceil(limits.heapMb / 8)),
+          stackSizeMb: 4,
+        },
+        name: `switchyard plugin ${file}`,
+      });
     worker.unref();
-    let pid: number | undefined;
+    let pid = relay?.pid();
     const first = await new Promise<{ type: string; [key: string]: unknown }>((resolve) => {
       const timer = setTimeout(() => resolve({ type: 'failed', message: `did not finish loading within ${limits.startTimeoutMs} ms` }), limits.startTimeoutMs);
       const done = (message: { type: string; [key: string]: unknown }) => {

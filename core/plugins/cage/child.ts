@@ -10,7 +10,7 @@
 import { pathToFileURL } from 'node:url';
 import { serialize } from 'node:v8';
 import { Worker } from 'node:worker_threads';
-import { changed, F_ANSWER, F_ASK, F_ASK_REPLY, F_CALL, F_INIT, F_MEMORY, F_MESSAGE, F_WORKER_EXIT, type Frame, FrameReader, frame } from './frames.ts';
+import { changed, F_ANSWER, F_ASK, F_ASK_REPLY, F_CALL, F_INIT, F_LOAD, F_MEMORY, F_MESSAGE, F_WORKER_EXIT, type Frame, FrameReader, frame } from './frames.ts';
 import {
   ANSWER_AT,
   ANSWER_BYTES,
@@ -37,10 +37,9 @@ import {
   STATE,
 } from './wire.ts';
 
-/** What the relay sends first (F_INIT). */
+/** What the relay sends first (F_INIT): the plugin worker starts with it, and imports the module once F_LOAD names it. */
 export interface ProcessInit {
   readonly workerScript: string;
-  readonly moduleUrl: string;
   readonly spinMicros: number;
   readonly heapMb: number;
   readonly heapHeadroomMb: number;
@@ -88,6 +87,9 @@ function onFrame(f: Frame): void {
     case F_INIT:
       if (!worker) start(JSON.parse(f.body.toString('utf8')) as ProcessInit);
       return;
+    case F_LOAD:
+      worker?.postMessage({ moduleUrl: f.body.toString('utf8') });
+      return;
     case F_CALL: {
       if (f.body.length > CALL_REGION) return;
       bytes.set(f.body, CALL_AT);
@@ -116,7 +118,7 @@ function onFrame(f: Frame): void {
 
 function start(init: ProcessInit): void {
   worker = new Worker(pathToFileURL(init.workerScript), {
-    workerData: { shared, moduleUrl: init.moduleUrl, spinMicros: init.spinMicros, heapMb: init.heapMb },
+    workerData: { shared, spinMicros: init.spinMicros, heapMb: init.heapMb },
     env: {},
     argv: [],
     execArgv: [],

@@ -7,6 +7,8 @@ import { CALL_REGION } from './wire.ts';
 
 /** Relay → plugin process: how to start (body: JSON of ProcessInit). */
 export const F_INIT = 1;
+/** Relay → plugin process: the plugin module to import (body: its URL, UTF-8). */
+export const F_LOAD = 4;
 /** Relay → plugin process: a call (a: call sequence; body: the call region's bytes). */
 export const F_CALL = 2;
 /** Relay → plugin process: the router's answer to an ask (a: ask tag, b: SIDE_COUNT; body: the side region's bytes). */

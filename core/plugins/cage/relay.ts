@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process';
 import { deserialize } from 'node:v8';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { ProcessInit } from './child.ts';
-import { changed, F_ANSWER, F_ASK, F_ASK_REPLY, F_CALL, F_INIT, F_MEMORY, F_MESSAGE, F_WORKER_EXIT, type Frame, FrameReader, frame } from './frames.ts';
+import { changed, F_ANSWER, F_ASK, F_ASK_REPLY, F_CALL, F_INIT, F_LOAD, F_MEMORY, F_MESSAGE, F_WORKER_EXIT, type Frame, FrameReader, frame } from './frames.ts';
 import {
   ANSWER_AT,
   ANSWER_BYTES,
@@ -38,8 +38,10 @@ import {
   STATE,
 } from './wire.ts';
 
-interface RelayData extends ProcessInit {
+interface RelayData {
   readonly shared: SharedArrayBuffer;
+  /** How the plugin worker starts: it does so at once, ready for a module (a spare, plugin-process.ts). */
+  readonly init: ProcessInit;
   /** The plugin process's entry (child.ts, bundled). */
   readonly childScript: string;
 }
@@ -69,14 +71,11 @@ const child = spawn(process.execPath, ['--max-old-space-size=64', data.childScri
   stdio: ['pipe', 'pipe', 'pipe'],
 });
 port.postMessage({ type: 'pid', pid: child.pid });
-const init: ProcessInit = {
-  workerScript: data.workerScript,
-  moduleUrl: data.moduleUrl,
-  spinMicros: data.spinMicros,
-  heapMb: data.heapMb,
-  heapHeadroomMb: data.heapHeadroomMb,
-};
-child.stdin.write(frame(F_INIT, 0, 0, 0, 0, Buffer.from(JSON.stringify(init))));
+child.stdin.write(frame(F_INIT, 0, 0, 0, 0, Buffer.from(JSON.stringify(data.init))));
+// The process and its plugin worker boot meanwhile (a spare waits here): which module it loads comes later.
+port.once('message', (message: { moduleUrl: string }) => {
+  child.stdin.write(frame(F_LOAD, 0, 0, 0, 0, Buffer.from(String(message.moduleUrl))));
+});
 child.stdin.on('error', () => {});
 child.stderr.setEncoding('utf8');
 child.stderr.on('data', (text: string) => {

@@ -52,7 +52,8 @@ import {
 
 interface CageData {
   readonly shared: SharedArrayBuffer;
-  readonly moduleUrl: string;
+  /** Undefined in a plugin process started ahead of its plugin (plugin-process.ts): it comes in a message. */
+  readonly moduleUrl?: string;
   /** Busy-wait this long for the next call before parking (CageLimits.spinMicros). */
   readonly spinMicros: number;
   /** The plugin's heap budget, MB (CageLimits.heapMb); V8's own cap sits well above it. */
@@ -79,7 +80,8 @@ const strings = new StringList();
 const instances = new Map<number, StrategyInstance>();
 let clock = 0;
 let hookErrors = 0;
-let lastHookReport = 0;
+/** -Infinity: the first error is reported at once, even within the worker's first second (performance.now() counts from its start). */
+let lastHookReport = Number.NEGATIVE_INFINITY;
 let lastMemoryReport = 0;
 /** How often the worker reports its off-heap memory, ms. */
 const MEMORY_REPORT_MS = 50;
@@ -123,7 +125,8 @@ for (const stream of [process.stdout, process.stderr]) {
 async function main(): Promise<void> {
   let namespace: { default?: unknown };
   try {
-    namespace = await import(moduleUrl);
+    const url = moduleUrl ?? (await new Promise<string>((resolve) => port.once('message', (message: { moduleUrl: string }) => resolve(message.moduleUrl))));
+    namespace = await import(url);
   } catch (error) {
     port.postMessage({ type: 'load-error', message: messageOf(error), stack: error instanceof Error ? String(error.stack ?? '') : '' });
     return;
