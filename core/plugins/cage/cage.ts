@@ -239,6 +239,7 @@ export class PluginCage {
     const definition = first.definition as DescribedDefinition | undefined;
     if (first.type === 'ready' && definition) {
       const cage = new PluginCage(worker, shared, file, limits, log, pid);
+      cage.#warmUp();
       return { kind: 'ready', cage, definition };
     }
     void worker.terminate();
@@ -395,6 +396,21 @@ export class PluginCage {
   }
 
   // ---- the call itself ----
+
+  /**
+   * One empty message before the first pick: the first round trip through code
+   * not yet compiled (the relay's, the plugin process's, the worker's) takes
+   * several times a warm one, which on a busy machine is past a pick's budget.
+   */
+  #warmUp(): void {
+    try {
+      const w = this.#begin();
+      w.u8(OP_END);
+      this.#send(this.limits.setupTimeoutMs);
+    } catch (error) {
+      if (!(error instanceof CageSkip)) throw error;
+    }
+  }
 
   /** Starts a message: checks the cage can take a call, then writes the queued hooks. */
   #begin(): Writer {
