@@ -1,39 +1,55 @@
 // prefix-affinity's memory: which replicas (as small numbers) last served
 // each prompt block, in least-recently-used order. It is touched for every
-// block of every routed request (~100 a request), so it is kept in typed
-// arrays rather than a Map of objects: an open-addressing table from block
-// hash to entry, each entry's holders in a fixed slice of one array, and the
-// LRU order as a doubly linked list through two more. Every operation costs
-// O(1) (eviction O(1) per entry dropped); a full memory allocates nothing.
+// block of every routed request (~100 a request), and at its default size
+// (200,000 blocks) it is far larger than the CPU's caches, so what costs is
+// memory reads, not instructions. Hence:
+// - an open-addressing table whose slots hold key and entry side by side
+//   (one read finds a block);
+// - one 64-byte record per entry: LRU neighbours, key, holder count and the
+//   holders themselves;
+// - the LRU order as a linked list through the records, which doubles as a
+//   guess: a prompt's blocks are touched in order, so the block after block i
+//   is usually the one touched after it last time (its LRU successor), found
+//   without probing the table.
+// Every operation is O(1) (eviction O(1) per entry dropped); a full memory
+// allocates nothing.
 
 /** Holders kept per block, most recent last: past a few, a block tells routing nothing more. */
 export const MAX_HOLDERS = 16;
 
 const NONE = -1;
-/** Entry slots allocated at first; the arrays double from there as the memory fills. */
+/** Entries allocated at first; the arrays double from there as the memory fills. */
 const INITIAL_ENTRIES = 1024;
+// A record is 16 int32 (64 bytes): prev, next, key, holder count, then the holders as 16 uint16.
+const RECORD_INTS = 16;
+const PREV = 0;
+const NEXT = 1;
+const KEY = 2;
+const COUNT = 3;
+/** Where a record's holders start, in uint16 units from the record's start. */
+const HOLDERS_AT = 8;
+const RECORD_HALVES = RECORD_INTS * 2;
 
 export class BlockMemory {
   /** Entries in use. */
   size = 0;
-  /** Entry e's block hash. */
-  private keys = new Int32Array(INITIAL_ENTRIES);
-  /** LRU neighbours of entry e: prev toward the oldest (the head), next toward the newest. Free entries chain through `next`. */
-  private prev = new Int32Array(INITIAL_ENTRIES);
-  private next = new Int32Array(INITIAL_ENTRIES);
-  /** Entry e's holders are holders[e * MAX_HOLDERS ..][0, counts[e]), oldest first. */
-  private counts = new Uint8Array(INITIAL_ENTRIES);
-  /** Replica numbers: the caller keeps them below 65,536. */
-  private holders = new Uint16Array(INITIAL_ENTRIES * MAX_HOLDERS);
-  /** Open addressing with linear probing: slot → entry + 1, 0 when empty. Never more than half full. */
-  private table = new Int32Array(INITIAL_ENTRIES * 2);
+  private records = new Int32Array(INITIAL_ENTRIES * RECORD_INTS);
+  /** The same records as uint16: holders of entry e are halves[e * RECORD_HALVES + HOLDERS_AT + k], oldest first. */
+  private halves = new Uint16Array(this.records.buffer);
+  private capacity = INITIAL_ENTRIES;
+  /** Open addressing with linear probing: slot s is table[2s] = key, table[2s + 1] = entry + 1 (0: empty). Never more than half full. */
+  private table = new Int32Array(INITIAL_ENTRIES * 4);
   private mask = INITIAL_ENTRIES * 2 - 1;
-  /** A slot is the top bits of the salted key times a Fibonacci constant: 32 − log2(table size). */
+  /** A slot is the top bits of the salted key times a Fibonacci constant: 32 − log2(slots). */
   private shift = 32 - Math.log2(INITIAL_ENTRIES * 2);
+  /** Oldest and newest entries. */
   private head = NONE;
   private tail = NONE;
+  /** Free entries, chained through NEXT. */
   private freeHead = NONE;
-  /** Entries ever used: those at and past it were never handed out. */
+  /** The LRU successor the last entry touched had before it moved to the tail: the guess for the next block. Always live or -1. */
+  private successor = NONE;
+  /** Entries ever handed out: those at and past it were never used. */
   private used = 0;
 
   /**
@@ -42,51 +58,79 @@ export class BlockMemory {
    */
   constructor(private readonly salt: number) {}
 
-  /** The holders of `entry` are `holderArray[entry * MAX_HOLDERS + k]` for k below `holderCount(entry)`. */
+  /** Entry e's holders are `holderArray[holdersStart(e) + k]` for k below `holderCount(e)`. */
   get holderArray(): Uint16Array {
-    return this.holders;
+    return this.halves;
+  }
+
+  holdersStart(entry: number): number {
+    return entry * RECORD_HALVES + HOLDERS_AT;
   }
 
   holderCount(entry: number): number {
-    return this.counts[entry];
+    return this.records[entry * RECORD_INTS + COUNT];
   }
 
   /** The entry of block `key`, or -1. */
   find(key: number): number {
     const table = this.table;
     const mask = this.mask;
-    const keys = this.keys;
     for (let slot = this.home(key); ; slot = (slot + 1) & mask) {
-      const e = table[slot] - 1;
-      if (e === NONE) return NONE;
-      if (keys[e] === key) return e;
+      const e = table[2 * slot + 1] - 1;
+      if (e === NONE || table[2 * slot] === key) return e;
     }
   }
 
-  /** Records that `replica` served block `key` now: the block becomes the most recently used and `replica` its newest holder. */
+  /**
+   * The entry of block `key`, which usually follows `previous` (the entry of
+   * the block before it in the prompt, or -1): its LRU successor is tried first.
+   */
+  findAfter(previous: number, key: number): number {
+    if (previous !== NONE) {
+      const guess = this.records[previous * RECORD_INTS + NEXT];
+      if (guess !== NONE && this.records[guess * RECORD_INTS + KEY] === key) return guess;
+    }
+    return this.find(key);
+  }
+
+  /**
+   * Records that `replica` served block `key` now: the block becomes the most
+   * recently used and `replica` its newest holder. Called for a prompt's
+   * blocks in order, each tries the previous one's old LRU successor first.
+   */
   touch(key: number, replica: number): void {
-    let e = this.find(key);
+    const records = this.records;
+    const guess = this.successor;
+    let e = guess !== NONE && records[guess * RECORD_INTS + KEY] === key ? guess : this.find(key);
     if (e === NONE) {
+      // insert() may grow the arrays: this.records, not the local.
       e = this.insert(key);
-      this.counts[e] = 1;
-      this.holders[e * MAX_HOLDERS] = replica;
+      this.records[e * RECORD_INTS + COUNT] = 1;
+      this.halves[e * RECORD_HALVES + HOLDERS_AT] = replica;
       this.append(e);
+      this.successor = NONE;
       return;
     }
     if (this.tail !== e) {
+      this.successor = records[e * RECORD_INTS + NEXT];
       this.unlink(e);
       this.append(e);
+    } else {
+      this.successor = NONE;
     }
     this.remember(e, replica);
   }
 
   /** Drops the `count` least recently used entries. */
   evictOldest(count: number): void {
+    const records = this.records;
+    // The guess may be among them: a freed record keeps its old key.
+    this.successor = NONE;
     for (let n = 0; n < count && this.head !== NONE; n++) {
       const e = this.head;
       this.unlink(e);
-      this.removeFromTable(e);
-      this.next[e] = this.freeHead;
+      this.removeFromTable(records[e * RECORD_INTS + KEY]);
+      records[e * RECORD_INTS + NEXT] = this.freeHead;
       this.freeHead = e;
       this.size--;
     }
@@ -94,9 +138,10 @@ export class BlockMemory {
 
   /** Moves `replica` to the newest end of the entry's holders, dropping the oldest past MAX_HOLDERS. */
   private remember(e: number, replica: number): void {
-    const holders = this.holders;
-    const base = e * MAX_HOLDERS;
-    const count = this.counts[e];
+    const holders = this.halves;
+    const base = e * RECORD_HALVES + HOLDERS_AT;
+    const countAt = e * RECORD_INTS + COUNT;
+    const count = this.records[countAt];
     const last = base + count - 1;
     if (holders[last] === replica) return;
     let at = base;
@@ -105,7 +150,7 @@ export class BlockMemory {
       // Not a holder yet: append, or shift the oldest out when full.
       if (count < MAX_HOLDERS) {
         holders[base + count] = replica;
-        this.counts[e] = count + 1;
+        this.records[countAt] = count + 1;
         return;
       }
       at = base;
@@ -119,78 +164,78 @@ export class BlockMemory {
   }
 
   private insert(key: number): number {
-    if (this.freeHead === NONE && this.used === this.keys.length) this.grow();
+    if (this.freeHead === NONE && this.used === this.capacity) this.grow();
     let e: number;
     if (this.freeHead !== NONE) {
       e = this.freeHead;
-      this.freeHead = this.next[e];
+      this.freeHead = this.records[e * RECORD_INTS + NEXT];
     } else {
       e = this.used++;
     }
-    this.keys[e] = key;
-    this.place(e);
+    this.records[e * RECORD_INTS + KEY] = key;
+    this.place(key, e);
     this.size++;
     return e;
   }
 
-  private place(e: number): void {
+  private place(key: number, e: number): void {
     const table = this.table;
     const mask = this.mask;
-    let slot = this.home(this.keys[e]);
-    while (table[slot] !== 0) slot = (slot + 1) & mask;
-    table[slot] = e + 1;
+    let slot = this.home(key);
+    while (table[2 * slot + 1] !== 0) slot = (slot + 1) & mask;
+    table[2 * slot] = key;
+    table[2 * slot + 1] = e + 1;
   }
 
   /** Backward-shift deletion: the probe sequences of the entries after it stay unbroken, with no tombstones. */
-  private removeFromTable(e: number): void {
+  private removeFromTable(key: number): void {
     const table = this.table;
     const mask = this.mask;
-    let hole = this.home(this.keys[e]);
-    while (table[hole] !== e + 1) hole = (hole + 1) & mask;
-    for (let slot = (hole + 1) & mask; table[slot] !== 0; slot = (slot + 1) & mask) {
-      const home = this.home(this.keys[table[slot] - 1]);
+    let hole = this.home(key);
+    while (table[2 * hole] !== key || table[2 * hole + 1] === 0) hole = (hole + 1) & mask;
+    for (let slot = (hole + 1) & mask; table[2 * slot + 1] !== 0; slot = (slot + 1) & mask) {
+      const home = this.home(table[2 * slot]);
       // The entry at `slot` may move back into the hole unless its home lies cyclically in (hole, slot].
       const stays = hole <= slot ? hole < home && home <= slot : hole < home || home <= slot;
       if (stays) continue;
-      table[hole] = table[slot];
+      table[2 * hole] = table[2 * slot];
+      table[2 * hole + 1] = table[2 * slot + 1];
       hole = slot;
     }
-    table[hole] = 0;
+    table[2 * hole] = 0;
+    table[2 * hole + 1] = 0;
   }
 
   private grow(): void {
-    const capacity = this.keys.length * 2;
-    const widen = <T extends Int32Array | Uint8Array | Uint16Array>(from: T, length: number): T => {
-      const to = new (from.constructor as new (n: number) => T)(length);
-      to.set(from);
-      return to;
-    };
-    this.keys = widen(this.keys, capacity);
-    this.prev = widen(this.prev, capacity);
-    this.next = widen(this.next, capacity);
-    this.counts = widen(this.counts, capacity);
-    this.holders = widen(this.holders, capacity * MAX_HOLDERS);
-    this.table = new Int32Array(capacity * 2);
-    this.mask = capacity * 2 - 1;
-    this.shift = 32 - Math.log2(capacity * 2);
+    this.capacity *= 2;
+    const records = new Int32Array(this.capacity * RECORD_INTS);
+    records.set(this.records);
+    this.records = records;
+    this.halves = new Uint16Array(records.buffer);
+    const slots = this.capacity * 2;
+    this.table = new Int32Array(slots * 2);
+    this.mask = slots - 1;
+    this.shift = 32 - Math.log2(slots);
     // It grows only when no entry is free: every entry handed out is live.
-    for (let e = 0; e < this.used; e++) this.place(e);
+    for (let e = 0; e < this.used; e++) this.place(records[e * RECORD_INTS + KEY], e);
   }
 
   private append(e: number): void {
-    this.prev[e] = this.tail;
-    this.next[e] = NONE;
+    const records = this.records;
+    records[e * RECORD_INTS + PREV] = this.tail;
+    records[e * RECORD_INTS + NEXT] = NONE;
     if (this.tail === NONE) this.head = e;
-    else this.next[this.tail] = e;
+    else records[this.tail * RECORD_INTS + NEXT] = e;
     this.tail = e;
   }
 
   private unlink(e: number): void {
-    const p = this.prev[e];
-    const n = this.next[e];
+    const records = this.records;
+    const p = records[e * RECORD_INTS + PREV];
+    const n = records[e * RECORD_INTS + NEXT];
     if (p === NONE) this.head = n;
-    else this.next[p] = n;
+    else records[p * RECORD_INTS + NEXT] = n;
     if (n === NONE) this.tail = p;
-    else this.prev[n] = p;
+    else records[n * RECORD_INTS + PREV] = p;
   }
 }

@@ -3,7 +3,7 @@
 // still holds it, unless that replica's KV usage is past the release threshold
 // (or, with token_release_threshold, its prefill in flight: tokenLoad).
 import { candidatePositions, type Candidate, type StrategyDefinition } from '../sdk/index.ts';
-import { BlockMemory, MAX_HOLDERS } from './block-memory.ts';
+import { BlockMemory } from './block-memory.ts';
 
 interface Config {
   release_threshold: number;
@@ -84,10 +84,11 @@ export default {
         const stamp = ++pickNumber;
         const held: number[] = [];
         const holders = memory.holderArray;
+        let entry = -1;
         for (let i = 0; i < hashes.length; i++) {
-          const entry = memory.find(hashes[i] | 0);
+          entry = memory.findAfter(entry, hashes[i] | 0);
           if (entry < 0) break;
-          const first = entry * MAX_HOLDERS;
+          const first = memory.holdersStart(entry);
           const end = first + memory.holderCount(entry);
           for (let k = first; k < end; k++) {
             const n = holders[k];

@@ -75,9 +75,19 @@ test('the block memory finds what it holds after growing, evicting and reusing e
     let x = 12345;
     return () => (x = (Math.imul(x, 1_103_515_245) + 12345) >>> 0) / 2 ** 32;
   })();
-  for (let round = 0; round < 20_000; round++) {
-    // Keys close together and far apart, so that probe sequences collide and wrap.
-    const key = random() < 0.5 ? Math.floor(random() * 300) : Math.floor(random() * 2 ** 32) | 0;
+  const touches: number[] = [];
+  for (let round = 0; round < 8000; round++) {
+    // Keys close together and far apart, so that probe sequences collide and wrap; and
+    // runs of keys touched in the same order again (a prompt's blocks), whose guesses hit.
+    if (random() < 0.3) {
+      const base = Math.floor(random() * 40) * 1000;
+      const length = 1 + Math.floor(random() * 12);
+      for (let j = 0; j < length; j++) touches.push(base + (random() < 0.1 ? 500 + j : j));
+    } else {
+      touches.push(random() < 0.5 ? Math.floor(random() * 300) : Math.floor(random() * 2 ** 32) | 0);
+    }
+  }
+  for (const key of touches) {
     const replica = Math.floor(random() * 20);
     memory.touch(key, replica);
     const holders = (model.get(key) ?? []).filter((r) => r !== replica);
@@ -97,7 +107,28 @@ test('the block memory finds what it holds after growing, evicting and reusing e
     const entry = memory.find(key);
     assert.ok(entry >= 0, `block ${key} is held`);
     const count = memory.holderCount(entry);
-    assert.deepEqual(Array.from(memory.holderArray.subarray(entry * MAX_HOLDERS, entry * MAX_HOLDERS + count)), holders);
+    const start = memory.holdersStart(entry);
+    assert.deepEqual(Array.from(memory.holderArray.subarray(start, start + count)), holders);
   }
   for (const key of [-1, 301, 2 ** 31 - 1]) if (!model.has(key)) assert.equal(memory.find(key), -1);
+});
+
+test('the block memory keeps every block and its holders while it grows', () => {
+  const memory = new BlockMemory(-7);
+  const keys = Array.from({ length: 9000 }, (_, i) => Math.imul(i + 1, 0x01000193) | 0);
+  // Each first touch of a key may be the one that doubles the arrays.
+  for (const key of keys) memory.touch(key, 3);
+  for (const key of keys) memory.touch(key, 5);
+  assert.equal(memory.size, keys.length);
+  for (const key of keys) {
+    const entry = memory.find(key);
+    const start = memory.holdersStart(entry);
+    assert.deepEqual(Array.from(memory.holderArray.subarray(start, start + memory.holderCount(entry))), [3, 5], `block ${key}`);
+  }
+  memory.evictOldest(keys.length - 10);
+  assert.deepEqual(
+    keys.filter((key) => memory.find(key) >= 0),
+    keys.slice(-10),
+    'the 10 touched last are kept',
+  );
 });
