@@ -5,8 +5,8 @@
 //
 //   node --import tsx bench/sim.ts [--requests 50000,200000] [--chain default|reference|power-of-two]
 //
-// `--chain reference` adds prefix-affinity (the bundled policy's chain), which
-// costs more per request (see docs/simulator.md, "Speed").
+// `--chain reference` adds prefix-affinity (the bundled policy's chain: the
+// full chain), which costs more per request (see docs/simulator.md, "Speed").
 import { parseArgs } from 'node:util';
 import { fleetPolicy, type StrategySpec } from '../sim/experiments/fleet-policy.ts';
 import { simulate } from '../sim/simulator/simulator.ts';
@@ -74,6 +74,6 @@ console.log('\n requests | CPU s  | wall s | sim req / CPU s | events/req | virt
 row('cold 50k', run(50_000));
 for (const n of values.requests!.split(',').map(Number)) row(String(n), run(n));
 if (values.chain === 'reference') {
-  console.log('\nnote: prefix-affinity hashes every prompt block and keeps a map entry per block: it costs far more');
-  console.log('      per request than the default chain (see docs/simulator.md, "Speed").');
+  console.log('\nnote: prefix-affinity reads and updates its memory for every prompt block (~110 a request here):');
+  console.log('      it costs more per request than the default chain (see docs/simulator.md, "Speed").');
 }
