@@ -13,7 +13,7 @@
 // skipped and counted, never thrown.
 import type { CachedPrefix, KvIndexView } from '../../sdk/index.ts';
 import type { BlocksRemoved, BlocksStored, KvEvent, KvEventBatch } from './kv-events.ts';
-import { chainKey, rootKey, TokenBlockKeys } from './kv-keys.ts';
+import { chainKey, MAX_LOOKUP_BLOCKS, noteBlockSize, rootKey, TokenBlockKeys } from './kv-keys.ts';
 
 /** A block's name in the index. */
 export type BlockKey = number;
@@ -78,8 +78,6 @@ export interface KvIndexOptions {
 
 /** Block operations applied before `applySliced` yields to the event loop. */
 const SLICE_BLOCKS = 2_048;
-/** Most blocks of a prompt looked up: 256 blocks of 16 tokens is 4k tokens. */
-const MAX_LOOKUP_BLOCKS = 8_192;
 
 export class KvIndex implements KvIndexView {
   readonly counters: KvIndexCounters = {
@@ -285,6 +283,7 @@ export class KvIndex implements KvIndexView {
           this.clear(entry);
         }
         entry.blockSize = size;
+        noteBlockSize(size);
       }
       const full = Math.min(event.hashes.length, Math.floor(event.tokenIds.length / size));
       this.counters.partialBlocks += event.hashes.length - full;

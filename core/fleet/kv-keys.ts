@@ -62,6 +62,8 @@ export class TokenBlockKeys {
   readonly length: number;
   private readonly root: number;
   private readonly keys: number[] = [];
+  /** Names worked out ahead, off the router's thread (the tokenizer worker), for these very ids. */
+  private readonly known?: Float64Array;
 
   constructor(
     private readonly tokens: ArrayLike<number>,
@@ -71,14 +73,102 @@ export class TokenBlockKeys {
   ) {
     this.length = blockSize > 0 ? Math.min(maxBlocks, Math.floor(tokens.length / blockSize)) : 0;
     this.root = rootKey(adapter);
+    if (!adapter && this.length > 0) this.known = knownFor(tokens, blockSize);
+  }
+
+  /** How many of the names came worked out ahead (the rest are hashed here, when asked for). */
+  get namedAhead(): number {
+    return Math.min(this.length, this.known?.length ?? 0);
   }
 
   keyAt(j: number): number {
+    const known = this.known;
+    if (known !== undefined && j < known.length) return known[j];
     const keys = this.keys;
     while (keys.length <= j) {
       const i = keys.length;
-      keys.push(chainKey(i === 0 ? this.root : keys[i - 1], this.tokens, i * this.blockSize, (i + 1) * this.blockSize));
+      const parent = i === 0 ? this.root : known !== undefined && i - 1 < known.length ? known[i - 1] : keys[i - 1];
+      keys.push(chainKey(parent, this.tokens, i * this.blockSize, (i + 1) * this.blockSize));
     }
     return keys[j];
   }
+}
+
+/** Most blocks of a prompt looked up: 8,192 blocks of 16 tokens is 131k tokens. */
+export const MAX_LOOKUP_BLOCKS = 8_192;
+
+/**
+ * The adapter-less names of a sequence's full blocks (at most
+ * MAX_LOOKUP_BLOCKS), going on from `prefixKeys`, the names of a prefix of
+ * the same sequence. Hashing a 100k-token prompt takes milliseconds: the
+ * tokenizer worker does it, next to encoding, so the router's thread only
+ * looks names up (docs/tokens.md, "Speed").
+ */
+export function blockKeysOf(tokens: ArrayLike<number>, blockSize: number, prefixKeys?: Float64Array): Float64Array {
+  const n = blockSize > 0 ? Math.min(MAX_LOOKUP_BLOCKS, Math.floor(tokens.length / blockSize)) : 0;
+  const keys = new Float64Array(n);
+  const from = Math.min(n, prefixKeys?.length ?? 0);
+  if (from > 0) keys.set(prefixKeys!.subarray(0, from));
+  let parent = from > 0 ? keys[from - 1] : rootKey(null);
+  for (let j = from; j < n; j++) parent = keys[j] = chainKey(parent, tokens, j * blockSize, (j + 1) * blockSize);
+  return keys;
+}
+
+interface Known {
+  readonly tokens: ArrayLike<number>;
+  readonly bySize: Map<number, Float64Array>;
+}
+
+/** Remembered by array, and by content for a copy of it (a caged plugin's lookup comes back with one), the most recent first. */
+const knownKeys = new WeakMap<ArrayLike<number>, Known>();
+const recent = new Map<string, Known>();
+let recentBytes = 0;
+/** Ids kept for matching copies, at most (the arrays themselves are the requests'). */
+const RECENT_BYTES = 16 * 1024 * 1024;
+
+const fingerprint = (t: ArrayLike<number>) => `${t.length}:${t[0]}:${t[t.length >> 1]}:${t[t.length - 1]}:${t[t.length >> 2]}`;
+
+function sameTokens(a: ArrayLike<number>, b: ArrayLike<number>): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** Names worked out ahead for these ids (or an equal copy of them), by block size. */
+function knownFor(tokens: ArrayLike<number>, blockSize: number): Float64Array | undefined {
+  const known = knownKeys.get(tokens) ?? recent.get(fingerprint(tokens));
+  if (known === undefined || (known.tokens !== tokens && !sameTokens(known.tokens, tokens))) return undefined;
+  return known.bySize.get(blockSize);
+}
+
+/** Names worked out elsewhere for these ids (adapter-less): TokenBlockKeys over the same ids uses them. */
+export function rememberBlockKeys(tokens: ArrayLike<number>, blockSize: number, keys: Float64Array): void {
+  let known = knownKeys.get(tokens);
+  if (known === undefined) {
+    known = { tokens, bySize: new Map() };
+    knownKeys.set(tokens, known);
+    const key = fingerprint(tokens);
+    const old = recent.get(key);
+    if (old) recentBytes -= old.tokens.length * 4;
+    recent.delete(key);
+    recent.set(key, known);
+    recentBytes += tokens.length * 4;
+    for (const [k, v] of recent) {
+      if (recentBytes <= RECENT_BYTES) break;
+      recent.delete(k);
+      recentBytes -= v.tokens.length * 4;
+    }
+  }
+  known.bySize.set(blockSize, keys);
+}
+
+const learned = new Set<number>();
+
+/** A block size some engine publishes (the KV index learned it from events): prompts' blocks are named for it ahead. */
+export function noteBlockSize(size: number): void {
+  if (size > 0 && learned.size < 8) learned.add(size);
+}
+
+export function learnedBlockSizes(): number[] {
+  return [...learned];
 }

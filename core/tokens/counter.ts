@@ -28,6 +28,8 @@ export interface PromptPlan {
 export interface CountPlan {
   readonly prompts: readonly PromptPlan[];
   readonly coldChars: number;
+  /** Too long to split within the wait: not ready to encode (plan again without a limit). */
+  readonly unsplit?: boolean;
 }
 
 /** Bytes of remembered renderings (and their ids) per folder. */
@@ -59,10 +61,18 @@ export class FolderCounter {
     else this.wholeRender = renderer.whole;
   }
 
-  plan(job: CountJob): CountPlan {
+  /**
+   * `waitChars`: a chat whose text still to split (its new messages) is longer
+   * is not split: the plan says so in `unsplit`, with that length as coldChars,
+   * and only a later plan (for warming) splits it.
+   */
+  plan(job: CountJob, waitChars = Infinity): CountPlan {
     const prompts: PromptPlan[] = [];
-    if (job.kind === 'chat') prompts.push(this.#planChat(job.chat, new Date(job.now)));
-    else for (const text of job.texts) prompts.push({ pieces: this.#segmentable ? this.#splitter.split(text) : [{ text }] });
+    if (job.kind === 'chat') {
+      const chat = this.#planChat(job.chat, new Date(job.now), waitChars);
+      if ('unsplit' in chat) return { prompts: [], coldChars: chat.unsplit, unsplit: true };
+      prompts.push(chat);
+    } else for (const text of job.texts) prompts.push({ pieces: this.#segmentable ? this.#splitter.split(text) : [{ text }] });
     return { prompts, coldChars: prompts.reduce((sum, prompt) => sum + coldChars(prompt.pieces, this.cache), 0) };
   }
 
@@ -71,7 +81,7 @@ export class FolderCounter {
    * deepest link whose ids are remembered, only the text after its stable
    * cut and the new messages' outputs are split; otherwise rendered whole.
    */
-  #planChat(chat: ChatInput, now: Date): PromptPlan {
+  #planChat(chat: ChatInput, now: Date, waitChars: number): PromptPlan | { unsplit: number } {
     const rendered = this.renderer?.render(chat, now);
     if (rendered === undefined) {
       const text = renderChat(this.#folder, chat, now);
@@ -83,6 +93,7 @@ export class FolderCounter {
     const start = from >= 0 ? links[from].state! : { ids: new Uint32Array(0), tail: '' };
     let text = start.tail;
     for (let i = from + 1; i < links.length; i++) text += links[i].output;
+    if (text.length > waitChars) return { unsplit: text.length };
     const upToLast = this.#splitter.splitWithCut(text);
     const rest = this.#splitter.split(text.slice(upToLast.cutAt) + post);
     return {
@@ -94,6 +105,7 @@ export class FolderCounter {
 
   /** Token ids per prompt. Chat prompts get no special tokens added; text prompts get the post-processor's. */
   encode(job: CountJob, plan: CountPlan): Uint32Array[] {
+    if (plan.unsplit) plan = this.plan(job);
     const encode = (text: string) => this.#folder.tokenizer.encode(text, { add_special_tokens: false }).ids;
     return plan.prompts.map(({ head, pieces, remember }, i) => {
       if (job.kind === 'chat') {

@@ -5,10 +5,11 @@
 // worker that died) the answer is a reason to use the estimate, never an
 // exception, and the request is routed.
 import { Worker, type WorkerOptions } from 'node:worker_threads';
+import { learnedBlockSizes, rememberBlockKeys } from '../fleet/kv-keys.ts';
 import type { CountJob } from './counter.ts';
 import type { FromWorker, ToWorker } from './worker.ts';
 
-export type FallbackReason = 'loading' | 'load_failed' | 'too_long' | 'timeout' | 'busy' | 'failed' | 'restarted';
+export type FallbackReason = 'loading' | 'load_failed' | 'too_long' | 'timeout' | 'busy' | 'warming' | 'failed' | 'restarted';
 export type CountOutcome =
   | { readonly ok: true; readonly ids: readonly Uint32Array[] }
   | { readonly ok: false; readonly reason: FallbackReason; readonly detail?: string };
@@ -22,6 +23,8 @@ export interface TokenizerServiceOptions {
   readonly charsPerMs?: number;
   /** Jobs waiting at most; more are answered with the estimate at once (default 256). */
   readonly maxPending?: number;
+  /** Block sizes to name prompts' blocks for even before the KV index learned any (default none). */
+  readonly blockSizes?: readonly number[];
 }
 
 /** Prompts this long (not yet cached) are still encoded after the request went on, to make its next turn exact. */
@@ -63,9 +66,11 @@ export class TokenizerService {
   #nextId = 1;
   #watchdog?: NodeJS.Timeout;
   #failedStarts = 0;
+  /** The worker is encoding a long prompt for its next turn: nothing posted now is answered within a request's wait. */
+  #warming = false;
 
   constructor(options: TokenizerServiceOptions = {}) {
-    this.#options = { cacheBytes: 64 * 1024 * 1024, stuckMs: 5000, charsPerMs: 500, maxPending: 256, ...options };
+    this.#options = { cacheBytes: 64 * 1024 * 1024, stuckMs: 5000, charsPerMs: 500, maxPending: 256, blockSizes: [], ...options };
   }
 
   /** Starts loading a folder (once); resolves with what went wrong, or undefined when it is ready. */
@@ -102,7 +107,11 @@ export class TokenizerService {
     const id = this.#nextId++;
     return new Promise<CountOutcome>((resolve) => {
       const pending: Pending = { resolve };
-      if (budgetMs !== Infinity) {
+      if (this.#warming && budgetMs !== Infinity) {
+        // Waiting would only reach the timeout: the estimate now, and the job still goes, to warm the cache.
+        pending.resolve = () => {};
+        resolve(this.#fallback('warming'));
+      } else if (budgetMs !== Infinity) {
         pending.timer = setTimeout(() => {
           // The answer may still come: it warms the cache, and is dropped here.
           pending.resolve = () => {};
@@ -111,8 +120,15 @@ export class TokenizerService {
       }
       this.#pending.set(id, pending);
       const waitChars = budgetMs === Infinity ? Infinity : Math.max(256, budgetMs * this.#options.charsPerMs);
-      this.#post({ type: 'count', id, dir, job, waitChars, warmChars: MAX_WARM_CHARS });
+      this.#post({ type: 'count', id, dir, job, waitChars, warmChars: MAX_WARM_CHARS, blockSizes: this.#blockSizes() });
     });
+  }
+
+  /** The block sizes engines publish (learned by the KV index), plus the ones given: the worker names prompts' blocks for them. */
+  #blockSizes(): number[] {
+    const sizes = learnedBlockSizes();
+    for (const size of this.#options.blockSizes) if (!sizes.includes(size)) sizes.push(size);
+    return sizes;
   }
 
   /** Stops the worker; loaded folders are forgotten. */
@@ -157,6 +173,8 @@ export class TokenizerService {
   }
 
   #onMessage(message: FromWorker): void {
+    this.#warming = message.type === 'counted' && message.warming === true;
+    if (message.type === 'warmed') return;
     if (message.type === 'loaded') {
       this.#failedStarts = 0;
       const resolve = this.#loading.get(message.dir);
@@ -175,8 +193,10 @@ export class TokenizerService {
     this.#pending.delete(message.id);
     clearTimeout(pending.timer);
     this.#unrefWhenIdle();
-    if (message.ids) pending.resolve({ ok: true, ids: message.ids });
-    else pending.resolve(this.#fallback(message.deferred ? 'too_long' : 'failed', message.error));
+    if (message.ids) {
+      for (const { blockSize, keys } of message.blockKeys ?? []) rememberBlockKeys(message.ids[0], blockSize, keys);
+      pending.resolve({ ok: true, ids: message.ids });
+    } else pending.resolve(this.#fallback(message.deferred ? 'too_long' : 'failed', message.error));
   }
 
   /** A job that runs far too long: a hostile prompt or a broken tokenizer. The worker goes; a new one reloads the folders. */
@@ -195,6 +215,7 @@ export class TokenizerService {
   #restart(worker: Worker, why: string): void {
     if (this.#worker !== worker) return;
     this.#worker = undefined;
+    this.#warming = false;
     this.restarts++;
     this.#failAll('restarted');
     if (++this.#failedStarts >= MAX_FAILED_STARTS) {

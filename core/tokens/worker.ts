@@ -2,21 +2,63 @@
 // for every model, pool and reload that names it) and counts prompts off the
 // router's event loop. Messages: core/tokens/service.ts.
 import { parentPort, workerData } from 'node:worker_threads';
-import { FolderCounter, type CountJob } from './counter.ts';
+import { blockKeysOf } from '../fleet/kv-keys.ts';
+import { FolderCounter, type CountJob, type CountPlan } from './counter.ts';
 import { loadTokenizerFolder } from './folder.ts';
 
 export type ToWorker =
   | { readonly type: 'load'; readonly dir: string }
-  | { readonly type: 'count'; readonly id: number; readonly dir: string; readonly job: CountJob; readonly waitChars: number; readonly warmChars: number };
+  | {
+      readonly type: 'count';
+      readonly id: number;
+      readonly dir: string;
+      readonly job: CountJob;
+      readonly waitChars: number;
+      readonly warmChars: number;
+      /** Block sizes to name the prompt's blocks for (the KV index's): the router's thread then only looks them up. */
+      readonly blockSizes?: readonly number[];
+    };
+
+/** A one-prompt job's block names for one block size (core/fleet/kv-keys.ts). */
+export interface BlockKeys {
+  readonly blockSize: number;
+  readonly keys: Float64Array;
+}
 
 export type FromWorker =
   | { readonly type: 'loaded'; readonly dir: string; readonly error?: string }
-  | { readonly type: 'counted'; readonly id: number; readonly ids?: Uint32Array[]; readonly error?: string; readonly deferred?: boolean }
-  | { readonly type: 'busy'; readonly id: number };
+  | {
+      readonly type: 'counted';
+      readonly id: number;
+      readonly ids?: Uint32Array[];
+      readonly blockKeys?: BlockKeys[];
+      readonly error?: string;
+      readonly deferred?: boolean;
+      /** After this answer the worker encodes the deferred prompt: jobs behind it wait that long. */
+      readonly warming?: boolean;
+    }
+  | { readonly type: 'busy'; readonly id: number }
+  | { readonly type: 'warmed' };
 
 const cacheBytes = (workerData as { cacheBytes: number }).cacheBytes;
 const counters = new Map<string, FolderCounter>();
 const port = parentPort!;
+/** Block names of remembered conversation starts (a link's ids): a next turn hashes only its new blocks. */
+const headKeys = new WeakMap<Uint32Array, Map<number, Float64Array>>();
+
+function blockKeys(plan: CountPlan, ids: Uint32Array, sizes: readonly number[]): BlockKeys[] {
+  const prompt = plan.prompts[0];
+  const before = prompt.remember?.link.state?.ids;
+  return sizes.map((blockSize) => {
+    const keys = blockKeysOf(ids, blockSize, prompt.head && headKeys.get(prompt.head)?.get(blockSize));
+    if (before !== undefined) {
+      let bySize = headKeys.get(before);
+      if (bySize === undefined) headKeys.set(before, (bySize = new Map()));
+      bySize.set(blockSize, keys.slice(0, Math.floor(before.length / blockSize)));
+    }
+    return { blockSize, keys };
+  });
+}
 
 port.on('message', (message: ToWorker) => {
   if (message.type === 'load') {
@@ -29,25 +71,30 @@ port.on('message', (message: ToWorker) => {
     }
     return;
   }
-  const { id, dir, job, waitChars, warmChars } = message;
+  const { id, dir, job, waitChars, warmChars, blockSizes = [] } = message;
   const counter = counters.get(dir);
   if (!counter) return port.postMessage({ type: 'counted', id, error: `the tokenizer in ${dir} is not loaded` } satisfies FromWorker);
   try {
     // Tell the main thread when it starts: it measures how long a job runs.
     port.postMessage({ type: 'busy', id } satisfies FromWorker);
-    const plan = counter.plan(job);
+    const plan = counter.plan(job, waitChars);
     if (plan.coldChars > waitChars) {
       // Too long to wait for: the request goes on with the estimate, and the ids
       // are still worked out so that the conversation's next turn is exact.
-      port.postMessage({ type: 'counted', id, deferred: true } satisfies FromWorker);
-      if (plan.coldChars <= warmChars) counter.encode(job, plan);
+      const warming = plan.coldChars <= warmChars;
+      port.postMessage({ type: 'counted', id, deferred: true, warming } satisfies FromWorker);
+      if (warming) {
+        counter.encode(job, plan);
+        port.postMessage({ type: 'warmed' } satisfies FromWorker);
+      }
       return;
     }
     const ids = counter.encode(job, plan);
-    port.postMessage(
-      { type: 'counted', id, ids } satisfies FromWorker,
-      ids.map((a) => a.buffer as ArrayBuffer),
-    );
+    const keys = ids.length === 1 && blockSizes.length > 0 ? blockKeys(plan, ids[0], blockSizes) : undefined;
+    port.postMessage({ type: 'counted', id, ids, blockKeys: keys } satisfies FromWorker, [
+      ...ids.map((a) => a.buffer as ArrayBuffer),
+      ...(keys ?? []).map((k) => k.keys.buffer as ArrayBuffer),
+    ]);
   } catch (error) {
     port.postMessage({ type: 'counted', id, error: (error as Error).message } satisfies FromWorker);
   }
