@@ -10,7 +10,9 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { FolderCounter, type CountJob } from '../core/tokens/counter.ts';
 import { loadTokenizerFolder } from '../core/tokens/folder.ts';
-import { estimateTokens } from '../core/tokens/estimate.ts';
+import { characterClassEstimator } from '../core/tokens/estimate.ts';
+import { sampledEstimate } from '../core/facts/sampled-estimate.ts';
+import { blockKeysOf, MAX_LOOKUP_BLOCKS, TokenBlockKeys } from '../core/fleet/kv-keys.ts';
 import { TokenizerService } from '../core/tokens/service.ts';
 import { DEFAULT_TOKENIZE_WAIT_MS as TOKENIZE_BUDGET_MS } from '../core/tokens/defaults.ts';
 
@@ -73,7 +75,7 @@ console.log(
 console.log(`  cold ${bigTokens}-token prompt              ${ms(bigMs)}`);
 
 // 2. What a request waits, through the worker and the budget, with the event loop watched.
-const service = new TokenizerService();
+const service = new TokenizerService({ blockSizes: [16] });
 await service.load(DIR);
 // Every text made before the watch starts: building them is the bench's work, not the router's.
 const warm = prose(200);
@@ -86,27 +88,51 @@ const conv = [
   { role: 'user', content: prose(1000) },
 ];
 const convNext = [...conv, { role: 'assistant', content: prose(60) }, { role: 'user', content: prose(25) }];
-const bigPrompt = prose(95_000);
+const bigChat = [{ role: 'user', content: prose(95_000) }];
+const bigNext = [...bigChat, { role: 'assistant', content: prose(60) }, { role: 'user', content: prose(25) }];
 const kb220 = prose(36_000).slice(0, 220_000);
+const kb220b = prose(36_000).slice(0, 220_000);
 const convs = Array.from({ length: 60 }, () => [
   { role: 'system', content: prose(150) },
   { role: 'user', content: prose(400) },
 ]);
 const replies = Array.from({ length: 180 }, () => [prose(50), prose(20)]);
+const estimator = characterClassEstimator();
+sampledEstimate(kb220b, estimator); // compiled before the watch, as in a router that has served requests
 const loop = monitorEventLoopDelay({ resolution: 1 });
 loop.enable();
-const wait = async (job: CountJob, budget = TOKENIZE_BUDGET_MS) => {
+/** The longest synchronous step the router's thread took in this bench, and which. */
+let longestStep = { ms: 0, what: '' };
+const step = <T>(what: string, f: () => T): T => {
+  const [out, took] = time(f);
+  if (took > longestStep.ms) longestStep = { ms: took, what };
+  return out;
+};
+const wait = async (what: string, job: CountJob, budget = TOKENIZE_BUDGET_MS) => {
   const t = performance.now();
-  const outcome = await service.count(DIR, job, budget);
+  const outcome = await step(`posting ${what} to the worker`, () => service.count(DIR, job, budget));
   return { ms: performance.now() - t, outcome };
 };
-await wait(chat([{ role: 'user', content: warm }])); // warm-up
-const coldWait = await wait(chat(coldChat));
-await wait(chat(conv), Infinity);
-const nextWait = await wait(chat(convNext));
-const bigWait = await wait(chat([{ role: 'user', content: bigPrompt }]));
-const [, estimateMs] = time(() => estimateTokens(kb220));
-const kbWait = await wait(chat([{ role: 'user', content: kb220 }]));
+await wait('a warm-up chat', chat([{ role: 'user', content: warm }]));
+const coldWait = await wait('a cold chat', chat(coldChat));
+await wait('a chat', chat(conv), Infinity);
+const nextWait = await wait('a next turn', chat(convNext));
+const bigWait = await wait('a 100k-token prompt', chat(bigChat));
+const kbWarming = await wait('a 220 KB prompt', chat([{ role: 'user', content: kb220 }]));
+await wait('a 100k-token prompt', chat(bigChat), Infinity); // the worker has warmed it
+const bigNextWait = await wait("a 100k-token conversation's next turn", chat(bigNext));
+const kbIdle = await wait('a 220 KB prompt', chat([{ role: 'user', content: kb220b }]));
+const estimates = Array.from({ length: 21 }, () => step('the estimate of a 220 KB prompt', () => time(() => sampledEstimate(kb220, estimator))[1]));
+// The lookup's block names for the 100k-token next turn: from the worker, against hashing them here.
+const bigIds = bigNextWait.outcome.ok ? bigNextWait.outcome.ids[0] : new Uint32Array(0);
+const lookupMs = step('block names of a 100k-token prompt', () => {
+  const keys = new TokenBlockKeys(bigIds, 16, null, MAX_LOOKUP_BLOCKS);
+  return time(() => {
+    for (let j = 0; j < keys.length; j++) keys.keyAt(j);
+  })[1];
+});
+const [, hashHereMs] = time(() => blockKeysOf(Uint32Array.from(bigIds), 16));
+await wait('a 220 KB prompt', chat([{ role: 'user', content: kb220b }]), Infinity); // the worker has warmed it
 
 // Conversations: 60 of 3 turns each, interleaved, as a router sees them.
 const added: number[] = [];
@@ -114,7 +140,7 @@ let counted = 0;
 let reply = 0;
 for (let turn = 0; turn < 3; turn++) {
   for (const c of convs) {
-    const r = await wait(chat(c));
+    const r = await wait('a conversation turn', chat(c));
     added.push(r.ms);
     if (r.outcome.ok) counted++;
     const [answer, question] = replies[reply++];
@@ -122,15 +148,20 @@ for (let turn = 0; turn < 3; turn++) {
   }
 }
 loop.disable();
+const said = (r: { outcome: Awaited<ReturnType<typeof service.count>> }, after = '') => (r.outcome.ok ? 'counted' : `estimate: ${r.outcome.reason}${after}`);
 console.log(`added latency per request (budget ${TOKENIZE_BUDGET_MS} ms, worker round trip included):`);
-console.log(`  cold 1.5k-token chat   ${ms(coldWait.ms)} (${coldWait.outcome.ok ? 'counted' : `estimate: ${coldWait.outcome.reason}`})`);
-console.log(`  next turn              ${ms(nextWait.ms)} (${nextWait.outcome.ok ? 'counted' : `estimate: ${nextWait.outcome.reason}`})`);
+console.log(`  cold 1.5k-token chat   ${ms(coldWait.ms)} (${said(coldWait)})`);
+console.log(`  next turn              ${ms(nextWait.ms)} (${said(nextWait)})`);
+console.log(`  100k-token prompt      ${ms(bigWait.ms)} (${said(bigWait, '; encoded after, for the next turn')})`);
 console.log(
-  `  100k-token prompt      ${ms(bigWait.ms)} (${bigWait.outcome.ok ? 'counted' : `estimate: ${bigWait.outcome.reason}; encoded after, for the next turn`})`,
+  `  220 KB prompt          ${ms(kbWarming.ms)} while the worker encodes the 100k one (${said(kbWarming)}); ${ms(kbIdle.ms)} with it idle (${said(kbIdle)})`,
 );
-console.log(
-  `  220 KB prompt          ${ms(kbWait.ms)} (${kbWait.outcome.ok ? 'counted' : `estimate: ${kbWait.outcome.reason}`}); the estimate alone: ${ms(estimateMs)}`,
-);
+console.log(`  the estimate path alone for 220 KB: ${ms(pct(estimates, 50))} (p50 of ${estimates.length})`);
+console.log(`  100k-token conversation, next turn: ${ms(bigNextWait.ms)} (${said(bigNextWait)})`);
 console.log(`  ${added.length} requests of 60 conversations × 3 turns: p50 ${ms(pct(added, 50))}, p99 ${ms(pct(added, 99))}, ${counted} counted exactly`);
-console.log(`longest event-loop block of the router's thread: ${ms(loop.max / 1e6)}`);
+console.log(
+  `block names of the 100k-token prompt (${bigIds.length} ids) on the router's thread: ${ms(lookupMs)} looked up from the worker's; ${ms(hashHereMs)} if hashed here`,
+);
+console.log(`longest synchronous step of the router's thread here: ${ms(longestStep.ms)} (${longestStep.what})`);
+console.log(`longest event-loop block of the router's thread: ${ms(loop.max / 1e6)} (includes the machine not scheduling the process)`);
 await service.close();

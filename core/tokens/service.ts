@@ -7,6 +7,7 @@
 import { Worker, type WorkerOptions } from 'node:worker_threads';
 import { learnedBlockSizes, rememberBlockKeys } from '../fleet/kv-keys.ts';
 import type { CountJob } from './counter.ts';
+import { WarmHint } from './warm-hint.ts';
 import type { FromWorker, ToWorker } from './worker.ts';
 
 export type FallbackReason = 'loading' | 'load_failed' | 'too_long' | 'timeout' | 'busy' | 'warming' | 'failed' | 'restarted';
@@ -68,6 +69,7 @@ export class TokenizerService {
   #failedStarts = 0;
   /** The worker is encoding a long prompt for its next turn: nothing posted now is answered within a request's wait. */
   #warming = false;
+  readonly #hint = new WarmHint();
 
   constructor(options: TokenizerServiceOptions = {}) {
     this.#options = { cacheBytes: 64 * 1024 * 1024, stuckMs: 5000, charsPerMs: 500, maxPending: 256, blockSizes: [], ...options };
@@ -107,10 +109,14 @@ export class TokenizerService {
     const id = this.#nextId++;
     return new Promise<CountOutcome>((resolve) => {
       const pending: Pending = { resolve };
-      if (this.#warming && budgetMs !== Infinity) {
-        // Waiting would only reach the timeout: the estimate now, and the job still goes, to warm the cache.
+      const waitChars = budgetMs === Infinity ? Infinity : Math.max(256, budgetMs * this.#options.charsPerMs);
+      const worthWaiting = this.#hint.worthWaiting(job, waitChars);
+      if (budgetMs !== Infinity && (this.#warming || !worthWaiting)) {
+        // Waiting would only reach the timeout, or a "too long": the estimate now, and the job still goes, to warm the cache.
         pending.resolve = () => {};
-        resolve(this.#fallback('warming'));
+        resolve(this.#fallback(this.#warming ? 'warming' : 'too_long'));
+        // A cold long chat posted now will be encoded for its next turn: what is posted after it waits that long.
+        if (!worthWaiting) this.#warming = true;
       } else if (budgetMs !== Infinity) {
         pending.timer = setTimeout(() => {
           // The answer may still come: it warms the cache, and is dropped here.
@@ -119,7 +125,6 @@ export class TokenizerService {
         }, budgetMs);
       }
       this.#pending.set(id, pending);
-      const waitChars = budgetMs === Infinity ? Infinity : Math.max(256, budgetMs * this.#options.charsPerMs);
       this.#post({ type: 'count', id, dir, job, waitChars, warmChars: MAX_WARM_CHARS, blockSizes: this.#blockSizes() });
     });
   }

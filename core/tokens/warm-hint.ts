@@ -1,0 +1,58 @@
+// Which long chats the tokenizer worker may already hold (docs/tokens.md,
+// "Speed"). A chat too long to encode within a request's wait can only be
+// counted in time when the worker has its earlier messages cached; a cold
+// one would make the request wait for an answer that is the estimate anyway.
+// So the router's thread keeps, per chat it posted, a cheap fingerprint of
+// its message chain, and waits for a long chat only when all but its last
+// few thousand characters were posted before. A wrong hint costs latency or
+// one estimated count, never a wrong count: the worker's answer decides.
+import { hashString, mixHashes } from '../../sdk/hashing.ts';
+import type { CountJob } from './counter.ts';
+
+/** Chains remembered, at most (least recently posted dropped first). */
+const MAX_CHAINS = 8_192;
+
+/** A message in O(1): role, length and both ends of its text. */
+function messageFingerprint(message: unknown): number {
+  const m = message as { role?: unknown; content?: unknown };
+  const content = typeof m.content === 'string' ? m.content : JSON.stringify(m.content ?? null).slice(0, 4096);
+  return hashString(`${String(m.role)}\u0000${content.length}\u0000${content.slice(0, 24)}\u0000${content.slice(-24)}`);
+}
+
+function contentChars(message: unknown): number {
+  const content = (message as { content?: unknown }).content;
+  if (typeof content === 'string') return content.length;
+  if (Array.isArray(content)) return content.reduce((n: number, p: { text?: unknown }) => n + (typeof p?.text === 'string' ? p.text.length : 0), 0);
+  return 0;
+}
+
+export class WarmHint {
+  readonly #chains = new Map<number, true>();
+
+  /**
+   * Whether waiting for the worker can pay off: a text prompt, or a chat whose
+   * messages after the longest posted-before chain hold at most `waitChars`.
+   * Remembers this job's chain either way: the worker will hold it.
+   */
+  worthWaiting(job: CountJob, waitChars: number): boolean {
+    if (job.kind !== 'chat') return true; // texts: the worker's segment cache answers for those
+    const messages = job.chat.messages;
+    const chain: number[] = [];
+    let h = 0x2545f491;
+    for (const m of messages) chain.push((h = mixHashes(h, messageFingerprint(m))));
+    let newChars = 0;
+    let k = messages.length - 1;
+    // Walk back over the new messages until a chain posted before, or until too much is new.
+    for (; k >= 0 && newChars <= waitChars; k--) {
+      if (this.#chains.has(chain[k])) break;
+      newChars += contentChars(messages[k]);
+    }
+    const last = chain[chain.length - 1];
+    if (last !== undefined) {
+      this.#chains.delete(last);
+      this.#chains.set(last, true);
+      if (this.#chains.size > MAX_CHAINS) this.#chains.delete(this.#chains.keys().next().value!);
+    }
+    return newChars <= waitChars;
+  }
+}
