@@ -94,8 +94,11 @@ test('50 policy and plugin changes under continuous traffic: no failed request, 
       save(join(pluginDir, 'marker.mjs'), marker(label));
       writtenAt.set(`${pool} marker: marker ${label}`, performance.now());
     }
-    // A changed plugin starts a new worker (~0.1 s on a busy machine, docs/reliability.md): give those changes time to be seen.
-    await new Promise((resolve) => setTimeout(resolve, change % 2 ? 120 : 300));
+    // A changed plugin starts in a new plugin process (docs/reliability.md): wait until this change is seen live
+    // before the next one, so that every change is measured rather than coalesced with the next on a loaded machine.
+    const written = `${pool} marker: marker ${label}`;
+    const deadline = performance.now() + 10_000;
+    while (!firstSeenAt.has(written) && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
   }
   await new Promise((resolve) => setTimeout(resolve, 1500));
   running = false;

@@ -158,15 +158,15 @@ test('plugin directories are watched, including one a settings change adds', asy
   assert.equal(reason(), 'mine');
 
   write(join(dir, 'plugins', 'mine.mjs'), pluginSource('mine').replace("default: 'mine'", "default: 'mine, edited'"));
-  await waitFor('the edited plugin', () => reason() === 'mine, edited', 1000);
+  await waitFor('the edited plugin', () => reason() === 'mine, edited', 15_000);
 
   // A second plugin folder named by the settings: watched from the swap on.
   write(join(dir, 'more', 'theirs.mjs'), pluginSource('theirs'));
   writePolicy(dir, { pluginDirs: ['plugins', 'more'], strategies: '[theirs]' });
-  await waitFor('the second plugin folder', () => reason() === 'theirs', 1000);
-  await waitFor('the watcher to follow', () => (store.status().watching || []).length === 3, 1000);
+  await waitFor('the second plugin folder', () => reason() === 'theirs', 15_000);
+  await waitFor('the watcher to follow', () => (store.status().watching || []).length === 3, 15_000);
   write(join(dir, 'more', 'theirs.mjs'), pluginSource('theirs').replace("default: 'theirs'", "default: 'theirs, edited'"));
-  await waitFor('the edited plugin in the new folder', () => reason() === 'theirs, edited', 1000);
+  await waitFor('the edited plugin in the new folder', () => reason() === 'theirs, edited', 15_000);
 });
 
 test('close() stops watching: later writes change nothing', async () => {
