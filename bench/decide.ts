@@ -114,13 +114,13 @@ function run(replicas: number, live: boolean) {
     const elapsed = Number(process.hrtime.bigint() - started) / 1000;
     if (i >= 2000) {
       samples[i - 2000] = elapsed; // the first 2,000 warm up the JIT
-      if (decision.status === 200) admitted++;
+      if (decision.ok) admitted++;
     }
     if (!live) continue;
     now += 0.2;
-    if (decision.admitted) {
-      adjust(decision.replica, 1);
-      inFlight.push(decision.replica);
+    if (decision.ok) {
+      adjust(decision.value.replica, 1);
+      inFlight.push(decision.value.replica);
       if (inFlight.length > 64) adjust(inFlight.shift()!, -1);
     }
     if (i % 10 === 0) scrape(ids[(i / 10) % ids.length]);

@@ -90,7 +90,7 @@ function run(
     routers,
     profiles: { [profile.name]: profile },
     onDecision: (d) => {
-      if (d.admitted) decidedBy.set(d.strategy, (decidedBy.get(d.strategy) ?? 0) + 1);
+      if (d.ok) decidedBy.set(d.value.strategy, (decidedBy.get(d.value.strategy) ?? 0) + 1);
     },
   });
   return { result, decidedBy };

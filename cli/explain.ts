@@ -1,7 +1,7 @@
 // `switchyard explain`: where would this request go, and why? Runs the same
 // decide() as the router, on a request file and optional fleet load.
 import { parseArgs } from 'node:util';
-import { decisionJson, type Decision } from '../core/decide/decide.ts';
+import { chosen, decisionJson, type Decision } from '../core/decide/decide.ts';
 import { endpointOf, explainCounted } from '../core/decide/explain.ts';
 import { TokenizerService } from '../core/tokens/service.ts';
 import { createEnv } from '../core/decide/env.ts';
@@ -78,17 +78,19 @@ const PATHS: Record<string, string> = { chat: '/v1/chat/completions', completion
 function renderText(d: Decision, endpoint: string, body: unknown, facts?: Record<string, unknown>): string {
   const lines: string[] = [];
   const requested = (body as { model?: unknown } | null)?.model;
-  lines.push(`POST ${PATHS[endpoint]}  model=${JSON.stringify(requested)}  tenant=${d.tenant ?? '-'}`);
+  lines.push(`POST ${PATHS[endpoint]}  model=${JSON.stringify(requested)}  tenant=${chosen(d).tenant ?? '-'}`);
   if (facts)
     lines.push(
       `prompt     ${facts.promptTokens} tokens (${facts.promptTokensSource === 'estimate' ? `estimated${facts.promptTokensFallback ? `: ${facts.promptTokensFallback}` : ''}` : `counted by the ${facts.promptTokensSource}`})`,
     );
-  if (d.admitted) {
-    lines.push(`→ 200 admitted: ${d.model}@${d.version}${d.adapter ? ` + adapter ${d.adapter}` : ''} · pool ${d.pool} · replica ${d.replica}`);
+  if (d.ok) {
+    const v = d.value;
+    lines.push(`→ 200 admitted: ${v.model}@${v.version}${v.adapter ? ` + adapter ${v.adapter}` : ''} · pool ${v.pool} · replica ${v.replica}`);
   } else {
     const r = d.rejection;
-    lines.push(`→ ${d.status} ${r.code}${r.retryAfterS !== undefined ? ` (Retry-After: ${r.retryAfterS})` : ''}: ${r.message}`);
-    if (d.action) lines.push(`  action: ${d.action.type} ${d.action.model} via ${d.action.url}`);
+    const { action } = d.known;
+    lines.push(`→ ${r.status} ${r.code}${r.retryAfterS !== undefined ? ` (Retry-After: ${r.retryAfterS})` : ''}: ${r.message}`);
+    if (action) lines.push(`  action: ${action.type} ${action.model} via ${action.url}`);
   }
   lines.push('');
   const steps: [string, StepTrace | undefined][] = [

@@ -44,6 +44,11 @@ export interface Rejection {
   readonly param?: string;
 }
 
+/** Whether a value that is either a rejection or a record of another kind (a request's facts) is the rejection. */
+export function isRejection(value: object): value is Rejection {
+  return 'code' in value && 'status' in value && 'message' in value;
+}
+
 export function rejection(code: RejectionCode, message: string, extra: { retryAfterS?: number; param?: string } = {}): Rejection {
   const { status, type } = REJECTIONS[code];
   return { code, status, type, message, ...extra };

@@ -8,6 +8,9 @@ import type { Pool, Generation, Tenant } from './generation.ts';
 import type { RequestFacts } from '../facts/request-facts.ts';
 import { admissionCost, type TokenCharge } from '../quota/cost.ts';
 import type { QuotaCost, QuotaStore } from './quota.ts';
+import type { StepResult } from './decision.ts';
+import type { DecideEnv } from './env.ts';
+import type { ShedVerdict } from './shed.ts';
 
 /**
  * What one request costs against its tenant's quota at admission: the prompt
@@ -90,3 +93,75 @@ export function deadlineRejection(modelledMs: number, observedBaseMs: number | u
     { retryAfterS: 1 },
   );
 }
+
+/** What admitting a request settles: the quota to take, and the wait the policy's model expects. */
+export interface Admission {
+  /** Undefined on a retry: its quota was taken already. */
+  readonly charge?: TokenCharge;
+  readonly shadowOverQuota: boolean;
+  readonly modelledWaitMs: number;
+}
+
+/**
+ * Decision 4 on the chosen replica: the tenant's quota (a shadow quota counts,
+ * never refuses), then the client's deadline. `verdict` is the shedding draw
+ * the request survived, reported in the trace.
+ */
+export function admitStep(
+  facts: RequestFacts,
+  tenant: Tenant,
+  generation: Generation,
+  on: { readonly pool: Pool; readonly replica: Candidate; readonly priority: number; readonly verdict?: ShedVerdict },
+  env: DecideEnv,
+  now: number,
+  quotaTaken: boolean,
+): StepResult<Admission> {
+  const { pool, replica, verdict } = on;
+  const cost = quotaCost(facts, tenant, generation, pool);
+  const overQuota = quotaTaken ? undefined : quotaRejection(env.quota, tenant, cost, now);
+  // A shadow quota counts and reports, never refuses (docs/quotas.md).
+  const shadowOver = overQuota !== undefined && tenant.quotas.shadow;
+  if (overQuota && !shadowOver)
+    return { ok: false, rejection: overQuota, trace: { decidedBy: 'quota', reason: overQuota.message, facts: { tokens: cost.tokens } } };
+  const modelledWaitMs = estimatedWaitMs(pool, replica, facts.promptTokens);
+  const observedBaseMs = env.baseLatencyMs?.(pool.key);
+  const late = deadlineRejection(modelledWaitMs, observedBaseMs, facts.deadlineMs);
+  if (late) {
+    return {
+      ok: false,
+      rejection: late,
+      trace: {
+        decidedBy: 'deadline',
+        reason: late.message,
+        facts: {
+          deadlineMs: facts.deadlineMs,
+          estimatedWaitMs: Math.round(modelledWaitMs + (observedBaseMs ?? 0)),
+          observedBaseMs: observedBaseMs === undefined ? null : Math.round(observedBaseMs),
+        },
+      },
+    };
+  }
+  const admitFacts: Record<string, unknown> = {
+    estimatedWaitMs: Math.round(modelledWaitMs + (observedBaseMs ?? 0)),
+    deadlineMs: facts.deadlineMs ?? null,
+    priority: on.priority,
+  };
+  if (observedBaseMs !== undefined) admitFacts.observedBaseMs = Math.round(observedBaseMs);
+  // A sheddable request that was not shed says how close it came.
+  if (verdict && verdict.probability > 0) {
+    admitFacts.saturation = round2(verdict.saturation);
+    admitFacts.shedProbability = round2(verdict.probability);
+  }
+  if (shadowOver) admitFacts.shadowQuota = overQuota.message;
+  return {
+    ok: true,
+    value: { charge: quotaTaken ? undefined : cost, shadowOverQuota: shadowOver, modelledWaitMs },
+    trace: {
+      decidedBy: 'admitted',
+      reason: shadowOver ? 'within capacity and deadline; over its shadow quota (not enforced)' : 'within quota, capacity and deadline',
+      facts: admitFacts,
+    },
+  };
+}
+
+export const round2 = (x: number) => Math.round(x * 100) / 100;

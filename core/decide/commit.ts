@@ -23,9 +23,9 @@ const NO_HOOKS: CommitHooks = Object.freeze({});
  * quota taken).
  */
 export function commit(decision: Decision, env: DecideEnv, hooks: CommitHooks = NO_HOOKS): void {
-  const run = decision.chain;
-  const pool = decision.poolRef;
-  if (run && pool) {
+  const handles = decision.handles;
+  if (handles) {
+    const { chain: run, pool } = handles;
     const { pickMs, budgetMs } = run;
     for (const incident of run.incidents) hooks.onFault?.(pool, incident.strategy, incident.fault, incident.detail);
     for (let i = 0; i < pickMs.length; i++) {
@@ -36,24 +36,26 @@ export function commit(decision: Decision, env: DecideEnv, hooks: CommitHooks = 
       if (overrun && elapsed !== Infinity) hooks.onFault?.(pool, pool.chain[i].name, 'over_budget', overrun);
     }
   }
-  if (!decision.admitted) return;
-  if (decision.charge) env.quota.take(decision.tenant, decision.charge, decision.tenantRef.quotas, env.now());
-  for (const slot of decision.poolRef.chain) {
+  if (!decision.ok) return;
+  const { charge, tenant, pool, routed } = decision.handles;
+  if (charge) env.quota.take(tenant.id, charge, tenant.quotas, env.now());
+  for (const slot of pool.chain) {
     try {
-      slot.instance.onRouted?.(decision.routed, decision.replica);
+      slot.instance.onRouted?.(routed, decision.value.replica);
     } catch (error) {
-      hooks.onFault?.(decision.poolRef, slot.name, 'threw', `onRouted: ${(error as Error)?.message ?? String(error)}`);
+      hooks.onFault?.(pool, slot.name, 'threw', `onRouted: ${(error as Error)?.message ?? String(error)}`);
     }
   }
 }
 
 /** The request sent on `decision` has ended: `ok` when the replica answered it successfully. */
-export function complete(decision: Pick<Admitted, 'poolRef' | 'routed' | 'replica'>, ok: boolean, hooks: CommitHooks = NO_HOOKS): void {
-  for (const slot of decision.poolRef.chain) {
+export function complete(decision: Pick<Admitted, 'value' | 'handles'>, ok: boolean, hooks: CommitHooks = NO_HOOKS): void {
+  const { pool, routed } = decision.handles;
+  for (const slot of pool.chain) {
     try {
-      slot.instance.onCompleted?.(decision.routed, decision.replica, ok);
+      slot.instance.onCompleted?.(routed, decision.value.replica, ok);
     } catch (error) {
-      hooks.onFault?.(decision.poolRef, slot.name, 'threw', `onCompleted: ${(error as Error)?.message ?? String(error)}`);
+      hooks.onFault?.(pool, slot.name, 'threw', `onCompleted: ${(error as Error)?.message ?? String(error)}`);
     }
   }
 }

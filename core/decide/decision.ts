@@ -1,12 +1,33 @@
-// What decide() answers: a request admitted to a replica, or rejected with
-// the error the client gets. A discriminated union on `admitted`: code that
-// has checked it reads every field of its case without `!`.
+// What decide() and each of its four steps answer, in one convention:
+// `{ ok: true, value, trace }` or `{ ok: false, rejection, trace }`. A
+// decision's explanation (value, or what was known before the refusal, and
+// the trace) is plain JSON: what explain, the decision log and the explorer
+// show. The runtime objects commit(), complete() and retries need (the
+// request as strategies saw it, the pool and its chain, the tenant's quotas)
+// live apart, in `handles`, and never reach JSON.
 import type { RoutedRequest } from '../../sdk/index.ts';
 import type { Rejection } from '../errors.ts';
 import type { Pool, Tenant } from './generation.ts';
 import type { TokenCharge } from '../quota/cost.ts';
 import type { StrategyFault } from './replica.ts';
-import type { DecisionTrace } from './trace.ts';
+import type { DecisionTrace, StepTrace } from './trace.ts';
+
+/** What one step (model, pool, replica, admit) answers. */
+export type StepResult<T> = { readonly ok: true; readonly value: T; readonly trace: StepTrace } | StepRefusal;
+
+export interface StepRefusal {
+  readonly ok: false;
+  readonly rejection: Rejection;
+  readonly trace: StepTrace;
+  /** Set for a cold-tier model: the router should ask for a load. */
+  readonly action?: LoadAction;
+}
+
+export interface LoadAction {
+  readonly type: 'trigger_load';
+  readonly model: string;
+  readonly url: string;
+}
 
 /** A strategy that misbehaved while deciding; commit() reports it. */
 export interface StrategyIncident {
@@ -27,40 +48,40 @@ export interface ChainRun {
   readonly incidents: readonly StrategyIncident[];
 }
 
-interface DecisionBase {
+/** What the steps chose before a refusal (each later step knows more), as plain JSON. */
+export interface Known {
   readonly requestId: string;
+  /** The HTTP status the client gets. */
+  readonly status: number;
   /** What picked the replica, or why the request was rejected. */
   readonly reason: string;
-  readonly trace: DecisionTrace;
+  readonly tenant?: string;
+  readonly model?: string;
+  readonly version?: string;
+  readonly adapter?: string;
+  readonly canary?: boolean;
+  readonly pool?: string;
   /** The request's integer priority (core/facts/priority.ts), once the tenant is known. */
   readonly priority?: number;
-  /** Set once the strategy chain ran (admitted, or rejected after it), with its pool. */
-  readonly chain?: ChainRun;
-  readonly poolRef?: Pool;
+  /** Set for a cold-tier model: the router should ask for a load. */
+  readonly action?: LoadAction;
 }
 
-export interface Admitted extends DecisionBase {
-  readonly admitted: true;
+/** Where an admitted request goes, as plain JSON. */
+export interface Route extends Known {
   readonly status: 200;
   readonly tenant: string;
   readonly model: string;
   readonly version: string;
-  readonly adapter?: string;
   readonly canary: boolean;
   readonly pool: string;
+  readonly priority: number;
   readonly replica: string;
   readonly replicaUrl: string;
   /** What to put in the body's `model` upstream: the adapter name for LoRA (vLLM's convention), else the model id. */
   readonly upstreamModel: string;
   /** The strategy that picked the replica. */
   readonly strategy: string;
-  /** The request as the strategies saw it, and the pool: for commit(), retries and complete(). */
-  readonly routed: RoutedRequest;
-  readonly poolRef: Pool;
-  readonly chain: ChainRun;
-  readonly tenantRef: Tenant;
-  /** The quota commit() takes, an estimate settled on usage once the engine answered; undefined on a retry, whose quota was taken already. */
-  readonly charge?: TokenCharge;
   /** Admitted although over its tenant's shadow quota. */
   readonly shadowOverQuota?: true;
   /** The model the request was first routed to, when every pool of it refused for capacity and its fallback took the request. */
@@ -69,44 +90,70 @@ export interface Admitted extends DecisionBase {
   readonly modelledWaitMs: number;
 }
 
-export interface Rejected extends DecisionBase {
-  readonly admitted: false;
-  /** The HTTP status of the rejection. */
-  readonly status: number;
+/** The runtime objects of a decision whose strategy chain ran: commit() counts its budgets even for a rejection. */
+export interface ChainHandles {
+  readonly pool: Pool;
+  readonly chain: ChainRun;
+}
+
+/** The runtime objects of an admitted decision: for commit(), complete(), retries and usage settlement. */
+export interface RouteHandles extends ChainHandles {
+  /** The request as the strategies saw it. */
+  readonly routed: RoutedRequest;
+  readonly tenant: Tenant;
+  /** The quota commit() takes, an estimate settled on usage once the engine answered; undefined on a retry, whose quota was taken already. */
+  readonly charge?: TokenCharge;
+}
+
+export interface Admitted {
+  readonly ok: true;
+  readonly value: Route;
+  readonly trace: DecisionTrace;
+  readonly handles: RouteHandles;
+}
+
+export interface Rejected {
+  readonly ok: false;
   readonly rejection: Rejection;
-  /** Known once the tenant was resolved, and so on for each later step. */
-  readonly tenant?: string;
-  readonly model?: string;
-  readonly version?: string;
-  readonly adapter?: string;
-  readonly canary?: boolean;
-  readonly pool?: string;
-  /** Set for a cold-tier model: the router should ask for a load. */
-  readonly action?: { readonly type: 'trigger_load'; readonly model: string; readonly url: string };
+  readonly known: Known;
+  readonly trace: DecisionTrace;
+  /** Set once the strategy chain ran. */
+  readonly handles?: ChainHandles;
 }
 
 export type Decision = Admitted | Rejected;
 
+/** What a decision chose, whether admitted or not: a rejection knows only what its steps before the refusal chose. */
+export function chosen(decision: Decision): Known {
+  return decision.ok ? decision.value : decision.known;
+}
+
+/** A rejection decided outside decide() (a refused request head, a retry with nowhere left to go), with what was known. */
+export function rejectedWith(r: Rejection, known: Omit<Known, 'status' | 'reason'>, trace: DecisionTrace = {}, handles?: ChainHandles): Rejected {
+  return { ok: false, rejection: r, known: { ...known, status: r.status, reason: `${r.code}: ${r.message}` }, trace, handles };
+}
+
 /** The decision as plain JSON: what `explain --json` prints and /admin/decisions keeps. */
 export function decisionJson(decision: Decision): Record<string, unknown> {
+  const known = chosen(decision);
   const json: Record<string, unknown> = {
-    requestId: decision.requestId,
-    status: decision.status,
-    tenant: decision.tenant ?? null,
-    model: decision.model ?? null,
-    version: decision.version ?? null,
-    adapter: decision.adapter ?? null,
-    canary: decision.canary ?? null,
-    pool: decision.pool ?? null,
-    priority: decision.priority ?? null,
-    replica: decision.admitted ? decision.replica : null,
-    reason: decision.reason,
+    requestId: known.requestId,
+    status: known.status,
+    tenant: known.tenant ?? null,
+    model: known.model ?? null,
+    version: known.version ?? null,
+    adapter: known.adapter ?? null,
+    canary: known.canary ?? null,
+    pool: known.pool ?? null,
+    priority: known.priority ?? null,
+    replica: decision.ok ? decision.value.replica : null,
+    reason: known.reason,
   };
-  if (!decision.admitted) {
+  if (!decision.ok) {
     const r = decision.rejection;
     json.error = { code: r.code, type: r.type, message: r.message };
     if (r.retryAfterS !== undefined) json.retryAfter = r.retryAfterS;
-    if (decision.action) json.action = decision.action;
+    if (known.action) json.action = known.action;
   }
   json.trace = decision.trace;
   return json;

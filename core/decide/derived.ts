@@ -6,7 +6,7 @@
 import type { Generation, ModelVersion, Pool, Tenant } from './generation.ts';
 import type { RuleSet } from '../rules/compile.ts';
 import type { DecideEnv } from './env.ts';
-import { resolveModel, type ModelChoice } from './model.ts';
+import { resolveModel, type ModelChosen } from './model.ts';
 import type { StepTrace } from './trace.ts';
 
 /** The tenant step, by slot: (keyed ? 2 : 0) + (batch ? 1 : 0). */
@@ -70,24 +70,24 @@ const NO_RANDOM: DecideEnv = {
  * (a model id, an alias to one, the tenant's own adapter; one version; no
  * cascade), made now: such requests share one frozen choice and its trace.
  */
-export function plainChoices(snapshot: Generation, tenant: Tenant): ReadonlyMap<string, ModelChoice> {
-  const choices = new Map<string, ModelChoice>();
+export function plainChoices(snapshot: Generation, tenant: Tenant): ReadonlyMap<string, ModelChosen> {
+  const choices = new Map<string, ModelChosen>();
   const names = [...snapshot.models.keys(), ...tenant.adapters.keys()];
   for (const alias of snapshot.aliases.values()) if (alias.model !== undefined) names.push(alias.name);
   for (const name of names) {
     const model = snapshot.models.get(snapshot.aliases.get(name)?.model ?? snapshot.adapters.get(name) ?? name);
     if (!model || model.cold || model.versions.length !== 1) continue;
     const choice = resolveModel({ requestedModel: name }, {}, tenant, snapshot, NO_RANDOM);
-    if (!('model' in choice)) continue;
+    if (!choice.ok) continue;
     choices.set(name, freezeChoice(choice));
   }
   return choices;
 }
 
-function freezeChoice(choice: ModelChoice): ModelChoice {
+function freezeChoice(choice: ModelChosen): ModelChosen {
   const trace = choice.trace;
   Object.freeze(trace.facts);
   for (const alternative of trace.alternatives ?? []) Object.freeze(alternative);
   Object.freeze(trace.alternatives);
-  return Object.freeze({ ...choice, trace: Object.freeze(trace) });
+  return Object.freeze({ ...choice, value: Object.freeze(choice.value), trace: Object.freeze(trace) });
 }

@@ -14,7 +14,7 @@ import { versionKey } from '../policy/compiled.ts';
 import { PickBudget } from './budget.ts';
 import { CandidateCache } from './candidates.ts';
 import { plainChoices, poolsOfVersions, poolSteps, tenantSteps, type PoolSteps } from './derived.ts';
-import type { ModelChoice } from './model.ts';
+import type { ModelChosen } from './model.ts';
 import type { StepTrace } from './trace.ts';
 
 // The compiled policy's vocabulary, so that the layers above reach the policy through the runtime.
@@ -25,7 +25,7 @@ export interface Tenant extends TenantSpec {
   /** The tenant's trace step by tenantStepSlot() (derived.ts). */
   readonly steps: readonly StepTrace[];
   /** The model choice of each name the tenant may ask for plainly. */
-  readonly plainChoices: ReadonlyMap<string, ModelChoice>;
+  readonly plainChoices: ReadonlyMap<string, ModelChosen>;
 }
 
 export interface StrategySlot {
@@ -98,10 +98,10 @@ export function buildGeneration(policy: CompiledPolicy, options: GenerationOptio
   }
   const steps = new Map<Pool, PoolSteps>();
   for (const pool of pools) steps.set(pool, poolSteps(pool, policy.poolRules.rules));
-  const choices: [Tenant, Map<string, ModelChoice>][] = [];
+  const choices: [Tenant, Map<string, ModelChosen>][] = [];
   const tenantOf = new Map<TenantSpec, Tenant>();
   for (const spec of policy.tenantsById.values()) {
-    const table = new Map<string, ModelChoice>();
+    const table = new Map<string, ModelChosen>();
     const tenant: Tenant = { ...spec, steps: tenantSteps(spec.id, spec.tier), plainChoices: table };
     tenantOf.set(spec, tenant);
     choices.push([tenant, table]);

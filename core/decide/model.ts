@@ -1,24 +1,22 @@
 // Decision 1 — which model: alias resolution, cascades, tenant restrictions
 // and adapters, cold models, and the version (canary sticky by conversation).
 import { unitInterval } from '../../sdk/index.ts';
-import { rejection, type Rejection } from '../errors.ts';
+import { rejection } from '../errors.ts';
 import type { RequestFacts } from '../facts/request-facts.ts';
 import { firstMatch, type Facts } from '../rules/compile.ts';
 import type { ModelEntry, ModelVersion, Generation, Tenant } from './generation.ts';
 import type { DecideEnv } from './env.ts';
-import type { StepTrace } from './trace.ts';
+import type { StepResult } from './decision.ts';
 
 export interface ModelChoice {
   readonly model: ModelEntry;
   readonly version: ModelVersion;
   readonly adapter?: string;
-  readonly trace: StepTrace;
 }
 
-export interface ColdModel {
-  readonly cold: ModelEntry;
-  readonly trace: StepTrace;
-}
+/** The model step: a choice, or a refusal (a cold model's carries the load to ask for). */
+export type ModelStep = StepResult<ModelChoice>;
+export type ModelChosen = Extract<ModelStep, { ok: true }>;
 
 const notFound = (name: string) => rejection('model_not_found', `The model \`${name}\` does not exist or you do not have access to it.`, { param: 'model' });
 
@@ -31,8 +29,6 @@ export function firstAllowed(tenant: Tenant, models: readonly string[]): string 
   for (const model of models) if (mayUse(tenant, model)) return model;
   return undefined;
 }
-
-type ModelStep = ModelChoice | ColdModel | { rejected: Rejection; trace: StepTrace };
 
 export function chooseModel(facts: RequestFacts, ruleFacts: Facts, tenant: Tenant, snapshot: Generation, env: DecideEnv): ModelStep {
   // Most requests name a model plainly: their choice was made when the snapshot was compiled (derived.ts).
@@ -76,7 +72,8 @@ export function resolveModel(
       const allowed = firstAllowed(tenant, cascade.models);
       if (allowed === undefined) {
         return {
-          rejected: rejection('model_not_allowed', `Tenant "${tenant.id}" may use none of the models of \`${alias.name}\`.`, { param: 'model' }),
+          ok: false,
+          rejection: rejection('model_not_allowed', `Tenant "${tenant.id}" may use none of the models of \`${alias.name}\`.`, { param: 'model' }),
           trace: { decidedBy: 'tenant restrictions', reason: `cascade ${cascade.name} answers only with ${cascade.models.join(', ')}`, alternatives },
         };
       }
@@ -91,7 +88,8 @@ export function resolveModel(
   } else if (snapshot.adapters.has(requested)) {
     if (!tenant.adapters.has(requested)) {
       return {
-        rejected: rejection('adapter_not_allowed', `Tenant "${tenant.id}" may not use the adapter \`${requested}\`.`, { param: 'model' }),
+        ok: false,
+        rejection: rejection('adapter_not_allowed', `Tenant "${tenant.id}" may not use the adapter \`${requested}\`.`, { param: 'model' }),
         trace: { decidedBy: 'tenant adapters', reason: `adapter ${requested} belongs to another tenant` },
       };
     }
@@ -100,18 +98,27 @@ export function resolveModel(
     decidedBy = 'tenant adapter';
     reason = `adapter ${adapter} on ${modelId}`;
   } else {
-    return { rejected: notFound(requested), trace: { decidedBy: 'model lookup', reason: `no model, alias or adapter named "${requested}"` } };
+    return { ok: false, rejection: notFound(requested), trace: { decidedBy: 'model lookup', reason: `no model, alias or adapter named "${requested}"` } };
   }
 
   if (!mayUse(tenant, modelId)) {
     return {
-      rejected: rejection('model_not_allowed', `Tenant "${tenant.id}" may not use the model \`${modelId}\`.`, { param: 'model' }),
+      ok: false,
+      rejection: rejection('model_not_allowed', `Tenant "${tenant.id}" may not use the model \`${modelId}\`.`, { param: 'model' }),
       trace: { decidedBy: 'tenant restrictions', reason: `${modelId} is not in the allowed models of ${tenant.id}`, alternatives },
     };
   }
   const model = snapshot.models.get(modelId)!;
   if (model.cold) {
-    return { cold: model, trace: { decidedBy, reason: `${reason}; cold tier: not deployed`, alternatives } };
+    const cold = model.cold;
+    return {
+      ok: false,
+      rejection: rejection('model_cold', `The model \`${model.id}\` is not deployed right now; a load has been requested. Retry after ${cold.retryAfterS} s.`, {
+        retryAfterS: cold.retryAfterS,
+      }),
+      trace: { decidedBy, reason: `${reason}; cold tier: not deployed`, alternatives },
+      action: { type: 'trigger_load', model: model.id, url: cold.loadHook },
+    };
   }
   if (!adapter) {
     adapter = tenant.defaultAdapters.get(modelId);
@@ -124,9 +131,8 @@ export function resolveModel(
       ? ''
       : `; version ${version.version}${version.canary ? ' (canary)' : ''} by ${facts.conversationId ? 'conversation hash' : 'random draw (no conversation id)'}`;
   return {
-    model,
-    version,
-    adapter,
+    ok: true,
+    value: { model, version, adapter },
     trace: {
       decidedBy,
       reason: reason + versionNote,

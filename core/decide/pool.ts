@@ -1,17 +1,12 @@
 // Decision 2 — which pool: the pool rules, first match wins, among the pools
 // that serve the chosen model version; then the pool's length limit.
-import { rejection, type Rejection } from '../errors.ts';
+import { rejection } from '../errors.ts';
 import { firstMatch, type Facts } from '../rules/compile.ts';
+import type { StepResult } from './decision.ts';
 import type { ModelVersion, Pool, Generation } from './generation.ts';
 import type { StepTrace } from './trace.ts';
 
-export function choosePool(
-  model: string,
-  modelVersion: ModelVersion,
-  ruleFacts: Facts,
-  requiredTokens: number,
-  snapshot: Generation,
-): { pool: Pool; trace: StepTrace } | { rejected: Rejection; trace: StepTrace } {
+export function choosePool(model: string, modelVersion: ModelVersion, ruleFacts: Facts, requiredTokens: number, snapshot: Generation): StepResult<Pool> {
   const version = modelVersion.version;
   const pools = snapshot.poolsOfVersion.get(modelVersion) ?? NO_POOLS;
   const match = firstMatch(snapshot.poolRules.rules, ruleFacts, (name) => (poolNamed(pools, name) ? null : `${model}@${version} has no ${name} pool`));
@@ -29,7 +24,7 @@ export function choosePool(
     plain = fallback ? snapshot.poolSteps.get(pool)!.byDefault : snapshot.poolSteps.get(pool)!.onlyPool;
   }
   const tooLong = pool.maxModelLen !== undefined && requiredTokens > pool.maxModelLen;
-  if (alternatives.length === 0 && !tooLong) return { pool, trace: plain };
+  if (alternatives.length === 0 && !tooLong) return { ok: true, value: pool, trace: plain };
   let decidedBy = plain.decidedBy;
   let reason = plain.reason;
 
@@ -41,7 +36,8 @@ export function choosePool(
     if (!roomier) {
       const largest = Math.max(...pools.map((p) => p.maxModelLen ?? 0));
       return {
-        rejected: rejection(
+        ok: false,
+        rejection: rejection(
           'context_length_exceeded',
           // Worded as OpenAI's and vLLM's ("maximum context length"): clients (LangChain) recognise an overflow by it.
           `This model's maximum context length is ${largest} tokens. However, you requested about ${requiredTokens} tokens (prompt plus max_tokens), more than any pool of ${model} allows. Shorten the prompt or lower max_tokens.`,
@@ -55,7 +51,7 @@ export function choosePool(
     decidedBy = 'pool limits';
     pool = roomier;
   }
-  return { pool, trace: { decidedBy, reason, alternatives } };
+  return { ok: true, value: pool, trace: { decidedBy, reason, alternatives } };
 }
 
 const NO_POOLS: readonly Pool[] = Object.freeze([]);

@@ -1,6 +1,6 @@
 // Before decide(): lets a shared quota store fetch the tenant's share it
 // lacks, so that decide() can check the quota synchronously (docs/quotas.md).
-import type { Rejection } from '../errors.ts';
+import { isRejection, type Rejection } from '../errors.ts';
 import type { RequestFacts } from '../facts/request-facts.ts';
 import { quotaCost } from '../decide/admit.ts';
 import { resolveTenant } from '../decide/decide.ts';
@@ -16,8 +16,9 @@ export const QUOTA_WAIT_ROUNDS = 4;
  * the same synchronous step as the call that answers undefined.
  */
 export function quotaWait(store: QuotaStore, facts: RequestFacts | Rejection, snapshot: Generation, now: number): Promise<void> | undefined {
-  if (!store.prepare || 'code' in facts) return undefined;
-  const tenant = resolveTenant(snapshot, facts.apiKeyHash);
-  if ('code' in tenant) return undefined;
+  if (!store.prepare || isRejection(facts)) return undefined;
+  const who = resolveTenant(snapshot, facts.apiKeyHash);
+  if (!who.ok) return undefined;
+  const tenant = who.value;
   return store.prepare(tenant.id, quotaCost(facts, tenant, snapshot), tenant.quotas, now);
 }

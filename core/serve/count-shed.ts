@@ -4,6 +4,6 @@ import { poolLabel, type RouterMetrics } from '../observe/metrics.ts';
 
 export function countShed(metrics: RouterMetrics, decision: Rejected): void {
   if (decision.rejection.code !== 'shed_for_priority') return;
-  const pool = decision.pool && decision.model && decision.version ? poolLabel(decision.model, decision.version, decision.pool) : 'none';
-  metrics.admission.shed.inc({ pool, priority: String(decision.priority) });
+  const { model, version, pool, priority } = decision.known;
+  metrics.admission.shed.inc({ pool: pool && model && version ? poolLabel(model, version, pool) : 'none', priority: String(priority) });
 }

@@ -65,8 +65,9 @@ export function earlyAdmission(current: () => Generation, bounds: LargeBodyBound
       hash = sha256Hex(key);
       (request as Marked)[API_KEY_HASH] = hash;
     }
-    const tenant = resolveTenant(snapshot, hash);
-    if ('code' in tenant) return refuse(request, reply, tenant);
+    const who = resolveTenant(snapshot, hash);
+    if (!who.ok) return refuse(request, reply, who.rejection);
+    const tenant = who.value;
 
     const length = request.headers['content-length'];
     const large = length === undefined ? request.headers['transfer-encoding'] !== undefined : Number(length) > bounds.largeBodyBytes;

@@ -75,8 +75,9 @@ export function modelsHandler(current: () => Generation) {
   return async (request: FastifyRequest, reply: FastifyReply) => {
     const snapshot = current();
     const key = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '')?.[1];
-    const tenant = resolveTenant(snapshot, key === undefined ? undefined : sha256Hex(key));
-    if ('code' in tenant) return reply.code(tenant.status).headers(rejectionHeaders(tenant, request.id)).send(errorBody(tenant));
+    const who = resolveTenant(snapshot, key === undefined ? undefined : sha256Hex(key));
+    if (!who.ok) return reply.code(who.rejection.status).headers(rejectionHeaders(who.rejection, request.id)).send(errorBody(who.rejection));
+    const tenant = who.value;
     if (cachedFor !== snapshot) {
       cachedFor = snapshot;
       cache.clear();

@@ -4,7 +4,7 @@
 // a request starts on is the one it finishes on.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { commit, complete, type CommitHooks } from '../decide/commit.ts';
-import { decide, type Admitted, type Rejected } from '../decide/decide.ts';
+import { chosen, decide, rejectedWith, type Admitted, type Rejected } from '../decide/decide.ts';
 import type { DecideEnv } from '../decide/env.ts';
 import type { StrategyFault } from '../decide/replica.ts';
 import { rejection, type Rejection } from '../errors.ts';
@@ -151,18 +151,25 @@ async function route(
   const observed = observers.length > 0 && !('code' in facts) ? facts : undefined;
   if (observed) notifyDecided(observers, request.log, observed, first, snapshot);
   if (traced)
-    traced.decided(first, 'code' in facts ? undefined : facts.requestedModel, 'code' in facts ? undefined : facts.conversationId, t0 + waitedMs, decided);
+    traced.decided(
+      chosen(first),
+      'code' in facts ? undefined : facts.requestedModel,
+      'code' in facts ? undefined : facts.conversationId,
+      t0 + waitedMs,
+      decided,
+    );
 
-  if (!first.admitted) {
-    if (first.action) deps.coldLoads.trigger(first.action.model, first.action.url, first.rejection.retryAfterS ?? 60);
-    const tenant = first.tenant === undefined ? undefined : snapshot.tenantsById.get(first.tenant);
+  if (!first.ok) {
+    const { action } = first.known;
+    if (action) deps.coldLoads.trigger(action.model, action.url, first.rejection.retryAfterS ?? 60);
+    const tenant = first.known.tenant === undefined ? undefined : snapshot.tenantsById.get(first.known.tenant);
     const quotaHeaders = tenant && first.rejection.code === 'quota_exceeded' ? rateLimitHeaders(deps.env.quota, tenant.id, tenant.quotas, deps.env.now()) : [];
     reject(deps, request, res, first, shape, quotaHeaders);
-    traced?.end(first.status, 'rejected');
+    traced?.end(first.rejection.status, 'rejected');
     if (observed)
       notifyEnded(observers, request.log, observed, first, snapshot, {
         outcome: 'rejected',
-        status: first.status,
+        status: first.rejection.status,
         durationMs: performance.now() - t0,
         attempts: 0,
       });
@@ -174,16 +181,16 @@ async function route(
   // Made once, for every attempt (unless the route's body names the replica, or is not JSON): the client's bytes, with the model and injected fields spliced in (upstream-body.ts).
   // Token quotas settle on the engine's usage (settle-usage.ts).
   const settlement = UsageSettlement.of(decision, endpoint, body);
-  if (decision.shadowOverQuota) metrics.admission.shadowOverQuota.inc({ tenant: decision.tenant });
-  if (decision.fallbackFrom) metrics.admission.fallbacks.inc({ from: decision.fallbackFrom, to: decision.model });
+  if (decision.value.shadowOverQuota) metrics.admission.shadowOverQuota.inc({ tenant: decision.value.tenant });
+  if (decision.value.fallbackFrom) metrics.admission.fallbacks.inc({ from: decision.value.fallbackFrom, to: decision.value.model });
   let upstreamBody = new UpstreamBody(body, {
-    upstreamModel: decision.upstreamModel,
-    priority: decision.poolRef.forwardPriority ? decision.priority : undefined,
+    upstreamModel: decision.value.upstreamModel,
+    priority: decision.handles.pool.forwardPriority ? decision.value.priority : undefined,
     injectUsage: settlement?.injectUsage ?? false,
   });
   let tap: UsageTap | undefined;
   const tokenBudget = (facts as RequestFacts).maxTokens ?? snapshot.settings.defaultMaxTokens;
-  const budgetKey = decision.poolRef.key;
+  const budgetKey = decision.handles.pool.key;
   deps.retryBudget.begin(budgetKey);
   let tried: Set<string> | undefined; // made on the first retry
   let retrying = false;
@@ -197,20 +204,25 @@ async function route(
         snapshot,
         decision,
         path,
-        shape.bodyFor ? shape.bodyFor(body, decision, prepared) : upstreamBody.for(replicaOf(snapshot, decision.poolRef, decision.replica).engine),
+        shape.bodyFor ? shape.bodyFor(body, decision, prepared) : upstreamBody.for(replicaOf(snapshot, decision.handles.pool, decision.value.replica).engine),
         shape,
         stream,
         tokenBudget,
         request,
         res,
         retrying,
-        traced?.attempt(decision.replica, deps.urlOf(replicaOf(snapshot, decision.poolRef, decision.replica)), attempts + 1, (facts as RequestFacts).maxTokens),
+        traced?.attempt(
+          decision.value.replica,
+          deps.urlOf(replicaOf(snapshot, decision.handles.pool, decision.value.replica)),
+          attempts + 1,
+          (facts as RequestFacts).maxTokens,
+        ),
         tap,
       );
       attempts++;
       if (result.kind !== 'retryable') break;
       // Failed before the first byte: another replica, if the pool's limits allow.
-      const pool = decision.poolRef;
+      const pool = decision.handles.pool;
       const refused = attempts > pool.retries.maxRetries ? 'attempts' : deps.retryBudget.tryRetry(budgetKey, pool.retries, retrying) ? undefined : 'budget';
       if (refused) {
         metrics.retriesRefused.inc({ pool: pool.key, reason: refused });
@@ -218,7 +230,7 @@ async function route(
       }
       retrying = true;
       complete(decision, false, hooks); // this attempt is over: the strategies hear so before the next one
-      (tried ??= new Set()).add(decision.replica);
+      (tried ??= new Set()).add(decision.value.replica);
       const retry = decide(facts as RequestFacts, snapshot, deps.fleet, deps.env, {
         excludeReplicas: tried,
         quotaTaken: true,
@@ -226,16 +238,16 @@ async function route(
       });
       commit(retry, deps.env, hooks);
       deps.decisions.add(retry, facts as RequestFacts);
-      if (!retry.admitted) {
+      if (!retry.ok) {
         // Nowhere left to go: every other replica is out or failed this request.
         metrics.retriesRefused.inc({ pool: pool.key, reason: 'no_replica' });
         const wait = Math.max(2, engineRetryAfterS(result) ?? 0);
         const none = rejection(
           'no_healthy_replica',
-          `No other replica of pool ${decision.pool} could take the request after ${failureText(result)}. Retry after ${wait} s.`,
+          `No other replica of pool ${decision.value.pool} could take the request after ${failureText(result)}. Retry after ${wait} s.`,
           { retryAfterS: wait },
         );
-        reject(deps, request, res, { ...retry, rejection: none, status: none.status, reason: none.message }, shape);
+        reject(deps, request, res, rejectedWith(none, retry.known, retry.trace, retry.handles), shape);
         traced?.end(none.status, 'upstream_error');
         if (observed)
           notifyEnded(observers, request.log, observed, decision, snapshot, {
@@ -248,11 +260,11 @@ async function route(
       }
       metrics.retries.inc({ pool: pool.key, cause: result.cause });
       // A retry that fell back to another model (its pools now full) names that model upstream.
-      if (retry.upstreamModel !== decision.upstreamModel) {
-        if (retry.fallbackFrom) metrics.admission.fallbacks.inc({ from: retry.fallbackFrom, to: retry.model });
+      if (retry.value.upstreamModel !== decision.value.upstreamModel) {
+        if (retry.value.fallbackFrom) metrics.admission.fallbacks.inc({ from: retry.value.fallbackFrom, to: retry.value.model });
         upstreamBody = new UpstreamBody(body, {
-          upstreamModel: retry.upstreamModel,
-          priority: retry.poolRef.forwardPriority ? retry.priority : undefined,
+          upstreamModel: retry.value.upstreamModel,
+          priority: retry.handles.pool.forwardPriority ? retry.value.priority : undefined,
           injectUsage: settlement?.injectUsage ?? false,
         });
       }
@@ -264,7 +276,7 @@ async function route(
 
   const outcome = outcomeOf(result);
   const settled = settlement?.settle(result, tap, deps.env, metrics.admission);
-  metrics.requests.inc({ model: decision.model, pool: decision.poolRef.key, outcome });
+  metrics.requests.inc({ model: decision.value.model, pool: decision.handles.pool.key, outcome });
   if (result.kind === 'retryable') shape.writeError(res, failureRejection(result), request.id);
   traced?.end(result.kind === 'done' ? result.status : result.kind === 'retryable' ? failureRejection(result).status : 499, outcome);
   complete(decision, outcome === 'ok', hooks);
@@ -278,13 +290,14 @@ async function route(
       attempts,
     });
   }
+  const route = decision.value;
   request.log.info(
     {
-      model: `${decision.model}@${decision.version}`,
-      adapter: decision.adapter,
-      pool: decision.pool,
-      replica: decision.replica,
-      strategy: decision.strategy,
+      model: `${route.model}@${route.version}`,
+      adapter: route.adapter,
+      pool: route.pool,
+      replica: route.replica,
+      strategy: route.strategy,
       status: result.kind === 'done' ? result.status : result.kind === 'retryable' ? failureRejection(result).status : undefined,
       outcome,
       retried: retrying,
@@ -327,35 +340,36 @@ async function send(
   traced: UpstreamAttemptTrace | undefined,
   tap?: UsageTap,
 ): Promise<AttemptResult> {
-  const pool = decision.poolRef;
-  const replica = replicaOf(snapshot, pool, decision.replica);
+  const pool = decision.handles.pool;
+  const route = decision.value;
+  const replica = replicaOf(snapshot, pool, route.replica);
   const releaseInFlight = deps.fleet.acquire(replica.id);
-  const endPrefill = deps.fleet.startPrefill?.(replica.id, uncachedPromptTokens(decision.routed, replica.id, deps.kvIndex));
+  const endPrefill = deps.fleet.startPrefill?.(replica.id, uncachedPromptTokens(decision.handles.routed, replica.id, deps.kvIndex));
   const endStream = stream ? deps.fleet.startStream?.(replica.id) : undefined;
-  deps.metrics.decisions.inc({ pool: pool.key, replica: replica.id, strategy: decision.strategy });
+  deps.metrics.decisions.inc({ pool: pool.key, replica: replica.id, strategy: route.strategy });
   const started = performance.now();
   const headers = [
     'x-request-id',
     request.id,
     'x-switchyard-model',
-    `${decision.model}@${decision.version}`,
-    ...rateLimitHeaders(deps.env.quota, decision.tenant, decision.tenantRef.quotas, deps.env.now()),
+    `${route.model}@${route.version}`,
+    ...rateLimitHeaders(deps.env.quota, route.tenant, decision.handles.tenant.quotas, deps.env.now()),
   ];
   // The client gets another model than it asked for: it always hears which (docs/policies.md, Fallback models).
-  if (decision.fallbackFrom) headers.push('x-switchyard-fallback-from', decision.fallbackFrom);
+  if (route.fallbackFrom) headers.push('x-switchyard-fallback-from', route.fallbackFrom);
   // Where it went and why are opt-in (settings or tenant decision_headers: full): replica ids and plugin reasons stay in.
-  if ((snapshot.tenantsById.get(decision.tenant)?.decisionHeaders ?? snapshot.settings.decisionHeaders) === 'full') {
+  if ((snapshot.tenantsById.get(route.tenant)?.decisionHeaders ?? snapshot.settings.decisionHeaders) === 'full') {
     headers.push(
       'x-switchyard-pool',
       pool.name,
       'x-switchyard-replica',
       replica.id,
       'x-switchyard-reason',
-      asciiHeader(decision.reason),
+      asciiHeader(route.reason),
       'x-switchyard-policy',
       String(snapshot.generation),
     );
-    if (decision.adapter) headers.push('x-switchyard-adapter', decision.adapter);
+    if (route.adapter) headers.push('x-switchyard-adapter', route.adapter);
     // Which cascade rule chose the model and which pool rule the pool (rule names come from the policy).
     if (decision.trace.model) headers.push('x-switchyard-model-rule', asciiHeader(decision.trace.model.decidedBy));
     if (decision.trace.pool) headers.push('x-switchyard-pool-rule', asciiHeader(decision.trace.pool.decidedBy));
@@ -422,7 +436,7 @@ async function send(
       traced.end(
         result.kind === 'done' ? result.status : 'status' in result ? (result.status as number) : undefined,
         result.kind === 'done' ? undefined : result.kind === 'retryable' || result.kind === 'broken' ? result.cause : result.kind,
-        decision.upstreamModel,
+        route.upstreamModel,
       );
     if (result.kind === 'done' || result.kind === 'broken') {
       deps.metrics.ttfbSeconds.observe({ pool: pool.key }, result.ttfbMs / 1000);
@@ -431,7 +445,7 @@ async function send(
     if (result.kind === 'done' || result.kind === 'broken') deps.silence?.answered(silenceKey, replica.id, result.ttfbMs);
     // Only a stream that succeeded teaches the base latency: an error answers without prefill.
     if (firstEvent?.afterMs !== undefined && result.kind === 'done' && result.status < 300)
-      deps.baseLatency!.record(pool.key, firstEvent.afterMs, decision.modelledWaitMs);
+      deps.baseLatency!.record(pool.key, firstEvent.afterMs, route.modelledWaitMs);
     if (result.kind === 'done') deps.fleet.recordUpstream(replica.id, 'success', pool);
     else if (result.kind === 'aborted') {
       if (result.beforeFirstByte && !silenced && deps.silence?.abandonmentCounts(silenceKey, replica.id, attemptStart, result.waitedMs ?? 0)) {
@@ -468,7 +482,7 @@ function reject(
   const extra: Record<string, string> = {};
   for (let i = 0; i < extraHeaders.length; i += 2) extra[extraHeaders[i]] = extraHeaders[i + 1];
   shape.writeError(res, r, request.id, extra);
-  request.log.info({ status: r.status, reject: r.code, model: decision.model, pool: decision.pool }, 'rejected');
+  request.log.info({ status: r.status, reject: r.code, model: decision.known.model, pool: decision.known.pool }, 'rejected');
 }
 
 /** The chosen replica's spec: ids are unique across a policy, so the snapshot's index finds it (not a walk of the pool). */

@@ -4,7 +4,7 @@
 // is answered), the rejection metrics, and (for the latter) a decision record
 // under its request id, so `/admin/decisions/ID` finds what the client was told.
 import type { FastifyRequest } from 'fastify';
-import type { Rejected } from '../decide/decision.ts';
+import { rejectedWith, type Rejected } from '../decide/decision.ts';
 import type { Rejection } from '../errors.ts';
 import type { DecisionLog } from '../observe/decision-log.ts';
 import { poolLabel, type RouterMetrics } from '../observe/metrics.ts';
@@ -12,20 +12,13 @@ import { poolLabel, type RouterMetrics } from '../observe/metrics.ts';
 /** The rejection metrics of a refused request. */
 export function countRejection(metrics: RouterMetrics, decision: Rejected): void {
   metrics.rejections.inc({ reason: decision.rejection.code });
-  const pool = decision.pool && decision.model && decision.version ? poolLabel(decision.model, decision.version, decision.pool) : 'none';
-  metrics.requests.inc({ model: decision.model ?? 'unknown', pool, outcome: 'rejected' });
+  const { model, version, pool } = decision.known;
+  metrics.requests.inc({ model: model ?? 'unknown', pool: pool && model && version ? poolLabel(model, version, pool) : 'none', outcome: 'rejected' });
 }
 
 /** A request refused before it reached decide(): counted and kept like a decided rejection (the error handler logs it). */
 export function recordRefusal(deps: { metrics: RouterMetrics; decisions: DecisionLog }, request: FastifyRequest, r: Rejection): void {
-  const decision: Rejected = {
-    admitted: false,
-    requestId: request.id,
-    status: r.status,
-    reason: `${r.code}: ${r.message}`,
-    rejection: r,
-    trace: { admit: { decidedBy: 'request check', reason: r.message } },
-  };
+  const decision = rejectedWith(r, { requestId: request.id }, { admit: { decidedBy: 'request check', reason: r.message } });
   countRejection(deps.metrics, decision);
   deps.decisions.add(decision);
 }

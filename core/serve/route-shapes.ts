@@ -61,8 +61,8 @@ export const RESPONSES_ROUTE: RouteShape = {
   bodyFor(body, decision, prepared) {
     return editedBody(body, {
       set: [
-        ['model', decision.upstreamModel],
-        ['request_id', mintResponseId(decision.replica, prepared.chain)],
+        ['model', decision.value.upstreamModel],
+        ['request_id', mintResponseId(decision.value.replica, prepared.chain)],
       ],
     });
   },
@@ -73,7 +73,8 @@ export const MULTIPART_ROUTE: RouteShape = {
   writeError: writeRejection,
   bodyFor(body, decision) {
     const raw = (body as MultipartBody)[RAW_BODY];
-    return body.model === decision.upstreamModel ? raw.bytes : replaceField(raw.bytes, raw.contentType, 'model', decision.upstreamModel);
+    const { upstreamModel } = decision.value;
+    return body.model === upstreamModel ? raw.bytes : replaceField(raw.bytes, raw.contentType, 'model', upstreamModel);
   },
   contentTypeOf: (body) => (body as MultipartBody)[RAW_BODY].contentType,
 };

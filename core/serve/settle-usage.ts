@@ -33,8 +33,8 @@ export class UsageSettlement {
 
   /** A settlement when the request's tenant has a token quota and this request took a charge; else undefined. */
   static of(decision: Admitted, endpoint: string, body: Record<string, unknown>): UsageSettlement | undefined {
-    const charge = decision.charge;
-    if (!charge || decision.tenantRef.quotas.tokensPerMinute === undefined) return undefined;
+    const charge = decision.handles.charge;
+    if (!charge || decision.handles.tenant.quotas.tokensPerMinute === undefined) return undefined;
     return new UsageSettlement(decision, charge, endpoint, body.stream === true, body);
   }
 
@@ -70,7 +70,7 @@ export class UsageSettlement {
     if (used === undefined) return outcome;
     const delta = charge.tokens - used;
     if (delta === 0) return outcome;
-    env.quota.settle?.(decision.tenant, delta, decision.tenantRef.quotas, env.now());
+    env.quota.settle?.(decision.value.tenant, delta, decision.handles.tenant.quotas, env.now());
     metrics.settledTokens.inc({ direction: delta > 0 ? 'refund' : 'charge' }, Math.abs(delta));
     return outcome;
   }

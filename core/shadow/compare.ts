@@ -3,7 +3,7 @@
 // shows first (model, then pool, then replica; a pool that differs makes the
 // replica differ anyway) plus admission, each with what decided it on either
 // side: a rule, a strategy, a check (docs/changing-policy.md).
-import type { Decision } from '../decide/decision.ts';
+import { chosen, type Decision } from '../decide/decision.ts';
 
 export type ShadowStep = 'model' | 'pool' | 'replica' | 'admission';
 export const SHADOW_STEPS: readonly ShadowStep[] = ['model', 'pool', 'replica', 'admission'];
@@ -38,21 +38,22 @@ const cut = (text: string | undefined): string | undefined =>
 
 export function decisionSide(decision: Decision): DecisionSide {
   const trace = decision.trace;
+  const known = chosen(decision);
   return {
-    admitted: decision.admitted,
-    status: decision.status,
-    code: decision.admitted ? undefined : decision.rejection.code,
-    tenant: cut(decision.tenant),
-    model: cut(decision.model),
-    version: cut(decision.version),
-    adapter: cut(decision.adapter),
-    pool: cut(decision.pool),
-    replica: decision.admitted ? cut(decision.replica) : undefined,
+    admitted: decision.ok,
+    status: known.status,
+    code: decision.ok ? undefined : decision.rejection.code,
+    tenant: cut(known.tenant),
+    model: cut(known.model),
+    version: cut(known.version),
+    adapter: cut(known.adapter),
+    pool: cut(known.pool),
+    replica: decision.ok ? cut(decision.value.replica) : undefined,
     by: {
       model: cut(trace.model?.decidedBy),
       pool: cut(trace.pool?.decidedBy),
-      replica: cut(decision.admitted ? decision.strategy : trace.replica?.decidedBy),
-      admission: cut(trace.admit?.decidedBy ?? (decision.admitted ? 'admitted' : (trace.tenant?.decidedBy ?? decision.rejection.code))),
+      replica: cut(decision.ok ? decision.value.strategy : trace.replica?.decidedBy),
+      admission: cut(trace.admit?.decidedBy ?? (decision.ok ? 'admitted' : (trace.tenant?.decidedBy ?? decision.rejection.code))),
     },
   };
 }

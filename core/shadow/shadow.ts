@@ -14,7 +14,7 @@ import { seededRandom, type KvIndexView, type Logger } from '../../sdk/index.ts'
 import type { AnyStrategy } from '../plugins/registry.ts';
 import { commit } from '../decide/commit.ts';
 import { decide } from '../decide/decide.ts';
-import type { Decision } from '../decide/decision.ts';
+import { chosen, type Decision } from '../decide/decision.ts';
 import type { DecideEnv } from '../decide/env.ts';
 import type { QuotaCost, QuotaLimits, QuotaStore, QuotaVerdict } from '../decide/quota.ts';
 import { formatProblem, PolicyError } from '../diagnostics/problem.ts';
@@ -248,10 +248,10 @@ class ShadowEnv implements DecideEnv, QuotaStore {
 
   constructor(live: QuotaStore | undefined, decision: Decision, draws: readonly number[]) {
     this.#live = live;
-    this.#tenant = decision.tenant;
-    this.#taken = decision.admitted ? decision.charge : undefined;
+    this.#tenant = chosen(decision).tenant;
+    this.#taken = decision.ok ? decision.handles.charge : undefined;
     this.#draws = draws;
-    this.#requestId = decision.requestId;
+    this.#requestId = chosen(decision).requestId;
   }
 
   now(): number {

@@ -5,7 +5,7 @@
 // seed gives the same result.
 import { join } from 'node:path';
 import { commit, complete } from '../../core/decide/commit.ts';
-import { decide, type Admitted as AdmittedDecision, type Decision, type DecideOptions } from '../../core/decide/decide.ts';
+import { chosen, decide, type Admitted as AdmittedDecision, type Decision, type DecideOptions } from '../../core/decide/decide.ts';
 import { createEnv, type DecideEnv } from '../../core/decide/env.ts';
 import { MemoryQuotaStore } from '../../core/decide/quota.ts';
 import { requestFacts, sha256Hex, type FactsOptions } from '../../core/facts/request-facts.ts';
@@ -153,7 +153,7 @@ class Admitted implements EngineRequest {
    * admitted request lives for seconds of virtual time, and its decision's
    * trace would survive young-generation collections with it.
    */
-  readonly decision: Pick<AdmittedDecision, 'requestId' | 'tenant' | 'model' | 'adapter' | 'poolRef' | 'routed' | 'replica'>;
+  readonly decision: Pick<AdmittedDecision, 'value' | 'handles'>;
   firstTokenAt = NaN;
 
   constructor(
@@ -164,21 +164,14 @@ class Admitted implements EngineRequest {
     readonly replica: SimReplica,
     readonly groups: GroupStats[],
   ) {
-    this.decision = {
-      requestId: decision.requestId,
-      tenant: decision.tenant,
-      model: decision.model,
-      adapter: decision.adapter,
-      poolRef: decision.poolRef,
-      routed: decision.routed,
-      replica: decision.replica,
-    };
-    this.id = decision.requestId;
+    this.decision = { value: decision.value, handles: decision.handles };
+    const { value } = decision;
+    this.id = value.requestId;
     this.promptTokens = spec.promptTokens;
     this.maxTokens = spec.outputTokens;
-    this.adapter = decision.adapter;
+    this.adapter = value.adapter;
     const runs = spec.sequenceBlocks ?? spec.blocks;
-    const seed = prefixSeed(decision.model, decision.adapter);
+    const seed = prefixSeed(value.model, value.adapter);
     const blocks = engineBlocks(runs, seed);
     // A replica that publishes KV events names its blocks as the router hashes them.
     this.blocks = replica.publishesKvEvents ? { ...blocks, hashes: chainBlockHashes(rawBlockIds(runs), seed) } : blocks;
@@ -381,11 +374,11 @@ class Simulation {
     this.window.arrivals++;
     for (const g of groups) g.arrival(at);
 
-    if (!decision.admitted) {
+    if (!decision.ok) {
       this.reject(spec, decision, groups, decision.rejection.code);
       return;
     }
-    const replica = this.fleet.byId.get(decision.replica)!;
+    const replica = this.fleet.byId.get(decision.value.replica)!;
     const admitted = new Admitted(this, spec, decision, router, replica, groups);
     try {
       replica.engine.submit(admitted);
@@ -394,7 +387,7 @@ class Simulation {
       this.reject(spec, decision, groups, /max_model_len/.test(message) ? 'context_length_exceeded' : 'engine_rejected');
       return;
     }
-    if (decision.adapter !== undefined) replica.usesAdapters = true;
+    if (decision.value.adapter !== undefined) replica.usesAdapters = true;
     router.view.acquire(replica.id);
     router.view.startPrefill(replica.id, spec.promptTokens);
     this.inFlight++;
@@ -406,14 +399,15 @@ class Simulation {
     router.view.release(replica.id);
     if (Number.isNaN(request.firstTokenAt)) router.view.endPrefill(replica.id, request.promptTokens);
     this.inFlight--;
-    const pool = decision.poolRef;
+    const pool = decision.handles.pool;
+    const { value } = decision;
     complete(decision, true);
     for (const g of request.groups)
       g.completion(spec.at, result.firstTokenAt, t, result.promptTokens, result.cachedTokens, result.outputTokens, result.preempted);
     this.window.completed++;
     this.window.ttftSum += result.firstTokenAt - spec.at;
     this.csv?.line(
-      `${decision.requestId},${round3(spec.at)},${decision.tenant ?? ''},${spec.klass},${spec.conversationId ?? ''},${spec.turn},${decision.model},${decision.adapter ?? ''},${this.poolLabels.get(pool)},${replica.id},200,ok,${result.promptTokens},${result.cachedTokens},${result.outputTokens},${round3(result.firstTokenAt - spec.at)},${round3(t - spec.at)},${result.preempted}`,
+      `${value.requestId},${round3(spec.at)},${value.tenant ?? ''},${spec.klass},${spec.conversationId ?? ''},${spec.turn},${value.model},${value.adapter ?? ''},${this.poolLabels.get(pool)},${replica.id},200,ok,${result.promptTokens},${result.cachedTokens},${result.outputTokens},${round3(result.firstTokenAt - spec.at)},${round3(t - spec.at)},${result.preempted}`,
     );
     const next = this.source.followUp(spec, t);
     if (next) {
@@ -425,25 +419,28 @@ class Simulation {
   private reject(spec: SimRequestSpec, decision: Decision, groups: GroupStats[], code: string): void {
     for (const g of groups) g.rejection(code);
     this.window.rejected++;
+    const known = chosen(decision);
     this.csv?.line(
-      `${decision.requestId},${round3(spec.at)},${decision.tenant ?? ''},${spec.klass},${spec.conversationId ?? ''},${spec.turn},${decision.model ?? ''},${decision.adapter ?? ''},${decision.pool === undefined ? '' : this.poolLabel(decision)},,${decision.status},${code},${spec.promptTokens},,,,,`,
+      `${known.requestId},${round3(spec.at)},${known.tenant ?? ''},${spec.klass},${spec.conversationId ?? ''},${spec.turn},${known.model ?? ''},${known.adapter ?? ''},${known.pool === undefined ? '' : this.poolLabel(decision)},,${known.status},${code},${spec.promptTokens},,,,,`,
     );
   }
 
   private poolLabel(decision: Decision): string {
-    if (decision.admitted) return this.poolLabels.get(decision.poolRef)!;
-    if (decision.pool === undefined) return '(no pool)';
-    return this.singleModel ? decision.pool : `${decision.model}@${decision.version}/${decision.pool}`;
+    if (decision.ok) return this.poolLabels.get(decision.handles.pool)!;
+    const { pool, model, version } = decision.known;
+    if (pool === undefined) return '(no pool)';
+    return this.singleModel ? pool : `${model}@${version}/${pool}`;
   }
 
   private groupsOf(spec: SimRequestSpec, decision: Decision): GroupStats[] {
     const pool = this.poolLabel(decision);
+    const { tenant, priority } = chosen(decision);
     return [
       this.overall,
       this.pools.get(pool),
-      this.tenants.get(decision.tenant ?? '(unknown)'),
+      this.tenants.get(tenant ?? '(unknown)'),
       this.classes.get(spec.klass),
-      this.priorities.get(decision.priority === undefined ? '(unresolved)' : String(decision.priority)),
+      this.priorities.get(priority === undefined ? '(unresolved)' : String(priority)),
     ];
   }
 

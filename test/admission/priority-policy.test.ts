@@ -8,7 +8,7 @@ import { formatProblem } from '../../core/diagnostics/problem.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import { buildSnapshot } from '../../core/decide/load.ts';
 import { builtinRegistry } from '../helpers/builtins.ts';
-import { ManualFleet, policyFrom, route } from '../helpers/core.ts';
+import { ManualFleet, policyFrom, rejected, route } from '../helpers/core.ts';
 
 const load = (files: Record<string, string>) => buildSnapshot(policyInputsFromTexts(files, { registry: builtinRegistry }));
 const models = 'kind: models\nmodels:\n  - id: m\n    versions:\n      - version: v1\n';
@@ -77,7 +77,7 @@ test('decide sheds about the curve share of batch at a given saturation, repeata
     let shed = 0;
     for (let i = 0; i < 1000; i++) {
       const d = route(snapshot, { model: 'm', priority }, fleet, env);
-      if (!d.admitted && d.rejection.code === 'shed_for_priority') shed++;
+      if (!d.ok && rejected(d).rejection.code === 'shed_for_priority') shed++;
     }
     return shed;
   };

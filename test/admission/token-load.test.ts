@@ -8,7 +8,7 @@ import OpenAI from 'openai';
 import type { Router } from '../../core/serve/server.ts';
 import { loadScore } from '../../sdk/index.ts';
 import sessionAffinity from '../../plugins/session-affinity.ts';
-import { ManualFleet, policyFrom, route } from '../helpers/core.ts';
+import { admitted, ManualFleet, policyFrom, route } from '../helpers/core.ts';
 import { json, OPEN_TENANTS, until, startRouterOver } from '../helpers/router.ts';
 import { UsageEngine } from '../helpers/usage-engine.ts';
 
@@ -71,8 +71,8 @@ test('the load score weighs tokenLoad when the pool says, and session affinity r
     .set('a', { kvUsage: 0.1, queueDepth: 0, running: 1, inFlight: 1, prefillTokens: 900 })
     .set('b', { kvUsage: 0.1, queueDepth: 0, running: 1, inFlight: 1 });
   const d = route(snapshot, { model: 'm', key: 'sk-test' }, fleet);
-  assert.ok(d.admitted);
-  assert.equal(d.replica, 'b');
+  assert.ok(d.ok);
+  assert.equal(admitted(d).value.replica, 'b');
   const signals = { kvUsage: 0.1, queueDepth: 0, running: 1, inFlight: 1, loadedAdapters: [], ageMs: 0, stale: false };
   const capacity = { maxLoras: 4, maxBatch: 256, maxQueue: 64 };
   const busy = { id: 'a', url: '', engine: 'vllm' as const, saturated: false, capacity, signals: { ...signals, tokenLoad: 0.9 } };

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { chooseVersion } from '../../core/decide/model.ts';
-import { admitted, bundledPolicy, rejected, route } from '../helpers/core.ts';
+import { admitted, bundledPolicy, chosen, rejected, route } from '../helpers/core.ts';
 
 const policy = bundledPolicy();
 
@@ -58,36 +58,40 @@ const table = [
 for (const row of table) {
   test(row.name, () => {
     const d = route(policy, row.req);
-    assert.equal(d.status, row.status, d.reason);
-    if (row.model) assert.equal(d.model, row.model);
+    assert.equal(chosen(d).status, row.status, chosen(d).reason);
+    if (row.model) assert.equal(chosen(d).model, row.model);
     if (row.code) assert.equal(rejected(d).rejection.code, row.code);
     if ('adapter' in row) {
-      assert.equal(d.adapter, row.adapter);
-      assert.equal(admitted(d).upstreamModel, row.adapter, 'LoRA requests name the adapter upstream (vLLM convention)');
+      assert.equal(chosen(d).adapter, row.adapter);
+      assert.equal(admitted(d).value.upstreamModel, row.adapter, 'LoRA requests name the adapter upstream (vLLM convention)');
     }
   });
 }
 
 test('a cold-tier model gets 503 with a long Retry-After and a trigger-load action', () => {
   const d = route(policy, { model: 'llama-3.1-405b-instruct' });
-  assert.equal(d.status, 503);
-  assert.equal(d.rejection?.code, 'model_cold');
-  assert.equal(d.rejection?.retryAfterS, 300);
-  assert.deepEqual(d.action, { type: 'trigger_load', model: 'llama-3.1-405b-instruct', url: 'http://127.0.0.1:8090/load/llama-3.1-405b-instruct' });
+  assert.equal(chosen(d).status, 503);
+  assert.equal(rejected(d).rejection?.code, 'model_cold');
+  assert.equal(rejected(d).rejection?.retryAfterS, 300);
+  assert.deepEqual(rejected(d).known.action, {
+    type: 'trigger_load',
+    model: 'llama-3.1-405b-instruct',
+    url: 'http://127.0.0.1:8090/load/llama-3.1-405b-instruct',
+  });
 });
 
 test('the cascade skips a model the tenant may not use', () => {
   // The restricted tenant may only use the 8B: code would go to the coder, the
   // default to the 70B; a short question still reaches the 8B.
-  assert.equal(route(policy, { model: 'auto', key: 'sk-demo-restricted', content: 'Hi!' }).model, 'llama-3-8b-instruct');
+  assert.equal(chosen(route(policy, { model: 'auto', key: 'sk-demo-restricted', content: 'Hi!' })).model, 'llama-3-8b-instruct');
   const shortCode = route(policy, { model: 'auto', key: 'sk-demo-restricted', content: '```py\nprint(1)\n```' });
-  assert.equal(shortCode.model, 'llama-3-8b-instruct');
+  assert.equal(chosen(shortCode).model, 'llama-3-8b-instruct');
   assert.match(JSON.stringify(shortCode.trace.model), /may not use qwen2.5-coder-32b-instruct/);
   // Long code: neither the coder nor the default 70B is allowed, and the
   // client never asked for either: the cascade's first allowed model answers.
   const longCode = route(policy, { model: 'auto', key: 'sk-demo-restricted', content: '```py\n' + 'print(1)\n'.repeat(200) + '```' });
-  assert.equal(longCode.status, 200);
-  assert.equal(longCode.model, 'llama-3-8b-instruct');
+  assert.equal(chosen(longCode).status, 200);
+  assert.equal(chosen(longCode).model, 'llama-3-8b-instruct');
   assert.match(longCode.trace.model!.decidedBy, /cascade auto: first allowed model/);
   assert.match(longCode.trace.model!.reason, /default llama-3-70b-instruct is not allowed for restricted → llama-3-8b-instruct/);
 });
@@ -115,7 +119,7 @@ test('property: any conversation id stays on one version across requests and rou
       (conversation) => {
         const a = route(policy, { model: 'chat-large', conversation });
         const b = route(other, { model: 'chat-large', conversation, content: 'a later turn' });
-        return a.version === b.version;
+        return chosen(a).version === chosen(b).version;
       },
     ),
     { numRuns: 300 },

@@ -1,7 +1,7 @@
 // Decision 2 — the bundled policy's routing rules (docs/policies.md), in order.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { bundledPolicy, promptOf, route } from '../helpers/core.ts';
+import { bundledPolicy, chosen, promptOf, rejected, route } from '../helpers/core.ts';
 
 const policy = bundledPolicy();
 
@@ -23,8 +23,8 @@ const cases = [
 for (const c of cases) {
   test(c.name, () => {
     const d = route(policy, c.req);
-    assert.equal(d.status, 200, d.reason);
-    assert.equal(d.pool, c.pool);
+    assert.equal(chosen(d).status, 200, chosen(d).reason);
+    assert.equal(chosen(d).pool, c.pool);
   });
 }
 
@@ -32,26 +32,26 @@ test('a canary conversation goes to the canary pool; a rule whose pool the versi
   let canaryConversation: string | undefined;
   for (let i = 0; i < 1000 && !canaryConversation; i++) {
     const d = route(policy, { model: 'chat-large', conversation: `conv-${i}` });
-    if (d.version === 'v1.6.0') canaryConversation = `conv-${i}`;
+    if (chosen(d).version === 'v1.6.0') canaryConversation = `conv-${i}`;
   }
   assert.ok(canaryConversation, 'some conversation lands on the canary');
   const d = route(policy, { model: 'chat-large', conversation: canaryConversation });
-  assert.equal(d.pool, 'canary');
+  assert.equal(chosen(d).pool, 'canary');
   // Premium matches first, but v1.6.0 has no premium pool: the canary rule decides.
   const premium = route(policy, { model: 'chat-large', conversation: canaryConversation, key: 'sk-demo-premium' });
-  assert.equal(premium.pool, 'canary');
+  assert.equal(chosen(premium).pool, 'canary');
   assert.match(JSON.stringify(premium.trace.pool), /has no premium pool/);
 });
 
 test('a prompt longer than every pool allows is a 400, not an exception', () => {
   const d = route(policy, { model: 'chat-small', content: promptOf(140_000) });
-  assert.equal(d.status, 400);
-  assert.equal(d.rejection?.code, 'context_length_exceeded');
+  assert.equal(chosen(d).status, 400);
+  assert.equal(rejected(d).rejection?.code, 'context_length_exceeded');
 });
 
 test('a request too long for its pool moves to a roomier pool of the same version', () => {
   // 15,000 prompt + 4,000 max_tokens: the general pool's 16384 can't hold it.
   const d = route(policy, { model: 'chat-small', content: promptOf(15_000), maxTokens: 4000 });
-  assert.equal(d.status, 200);
-  assert.equal(d.pool, 'long-context');
+  assert.equal(chosen(d).status, 200);
+  assert.equal(chosen(d).pool, 'long-context');
 });

@@ -70,16 +70,16 @@ function withoutGlobalClocks<T>(fn: () => T): T {
 
 /** A decision without its references into the snapshot (pools, strategy instances), which differ by identity. */
 function comparable(d: Decision) {
-  if (!d.admitted) return { ...decisionJson(d), pickMs: d.chain?.pickMs, incidents: d.chain?.incidents };
-  const { id, model, version, adapter, pool, tenant, conversationId, priority, promptTokens, maxTokens, prefixHashes } = d.routed;
+  if (!d.ok) return { ...decisionJson(d), pickMs: d.handles?.chain.pickMs, incidents: d.handles?.chain.incidents };
+  const { id, model, version, adapter, pool, tenant, conversationId, priority, promptTokens, maxTokens, prefixHashes } = d.handles.routed;
   return {
     ...decisionJson(d),
-    replicaUrl: d.replicaUrl,
-    upstreamModel: d.upstreamModel,
-    strategy: d.strategy,
-    cost: d.charge,
-    pickMs: d.chain.pickMs,
-    incidents: d.chain.incidents,
+    replicaUrl: d.value.replicaUrl,
+    upstreamModel: d.value.upstreamModel,
+    strategy: d.value.strategy,
+    cost: d.handles.charge,
+    pickMs: d.handles.chain.pickMs,
+    incidents: d.handles.chain.incidents,
     routed: { id, model, version, adapter, pool, tenant, conversationId, priority, promptTokens, maxTokens, prefixHashes },
   };
 }
@@ -118,7 +118,7 @@ test('decide() takes no quota and tells no strategy; commit() does both, complet
   const decisions: Decision[] = [];
   for (let i = 0; i < 5; i++) decisions.push(decide(facts({ model: 'm' }), snapshot, fleet, env));
   assert.ok(
-    decisions.every((d) => d.admitted),
+    decisions.every((d) => d.ok),
     'five decisions, no quota taken: all fit a quota of 2',
   );
   assert.equal(hooks.picks, 5);
@@ -129,7 +129,7 @@ test('decide() takes no quota and tells no strategy; commit() does both, complet
   commit(admitted(decisions[1]), env);
   assert.equal(hooks.routed, 2);
   const over = rejected(decide(facts({ model: 'm' }), snapshot, fleet, env));
-  assert.equal(over.status, 429, 'two commits took the quota of 2');
+  assert.equal(over.rejection.status, 429, 'two commits took the quota of 2');
   assert.equal(over.rejection.code, 'quota_exceeded');
   commit(over, env);
   assert.equal(hooks.routed, 2, 'a rejection tells no strategy');
@@ -147,17 +147,17 @@ test('pick budgets are counted by commit() on the env clock: a slow strategy is 
   const fleet = new ManualFleet();
   const route = () => decide(facts({ model: 'm' }), snapshot, fleet, env, { pickBudgetMs: 1 });
   // Uncommitted decisions count nothing, however many.
-  for (let i = 0; i < 20; i++) assert.equal(admitted(route()).strategy, 'counting');
+  for (let i = 0; i < 20; i++) assert.equal(admitted(route()).value.strategy, 'counting');
   const report = { onFault: (_p: unknown, s: string, f: string) => void faults.push(`${s}:${f}`) };
   for (let i = 0; i < 10; i++) commit(route(), env, report); // warm-up picks
   assert.equal(faults.length, 0);
   for (let i = 0; i < 2; i++) commit(route(), env, report);
   assert.deepEqual([...faults], ['counting:over_budget', 'counting:over_budget']);
   const third = admitted(route());
-  assert.equal(third.strategy, 'round-robin', 'a third overrun would suspend: its answer is not used');
+  assert.equal(third.value.strategy, 'round-robin', 'a third overrun would suspend: its answer is not used');
   commit(third, env, report);
   assert.equal(faults.length, 3);
-  assert.equal(admitted(route()).strategy, 'round-robin', 'suspended');
+  assert.equal(admitted(route()).value.strategy, 'round-robin', 'suspended');
 });
 
 test('callers read a decision by narrowing on `admitted`, never with a non-null assertion', () => {

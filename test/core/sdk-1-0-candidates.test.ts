@@ -58,8 +58,8 @@ test('a ^1.0 strategy that sorts its candidates in place keeps working, on a cop
   const fleet = new ManualFleet().set('r0', { inFlight: 5 }).set('r1', { inFlight: 3 }).set('r2', { inFlight: 0 });
   for (let i = 0; i < 3; i++) {
     const d = routeAdmitted(policy, { model: 'm' }, fleet, createEnv());
-    assert.equal(d.strategy, 'sorter');
-    assert.equal(d.replica, 'r2');
+    assert.equal(d.value.strategy, 'sorter');
+    assert.equal(d.value.replica, 'r2');
   }
   assert.deepEqual(sorted.at(-1), ['r2', 'r1', 'r0']);
   // Every decision's shared list is still in pool order: the sort touched only the sorter's copy.
@@ -81,6 +81,6 @@ test('a ^1.2 strategy gets the shared frozen list: sorting it throws, it is skip
     {},
     { onFault: (_p, strategy, fault) => faults.push(`${strategy}:${fault}`) },
   );
-  assert.equal(d.strategy, 'round-robin');
+  assert.equal(d.value.strategy, 'round-robin');
   assert.deepEqual(faults, ['sorter-1-2:threw']);
 });

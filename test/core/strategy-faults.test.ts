@@ -61,8 +61,8 @@ test('a strategy that throws or answers a replica it was not given is skipped; t
     {},
     { onFault: (_p, strategy, fault) => faults.push(`${strategy}:${fault}`) },
   );
-  assert.equal(d.status, 200);
-  assert.equal(d.strategy, 'least-load');
+  assert.equal(d.value.status, 200);
+  assert.equal(d.value.strategy, 'least-load');
   assert.deepEqual(faults, ['thrower:threw', 'liar:bad_answer']);
   const notes = d.trace.replica!.alternatives!.map((a) => `${a.name} ${a.note}`);
   assert.ok(notes.includes('thrower skipped: threw'));
@@ -99,12 +99,12 @@ test('a strategy that keeps overrunning its 1 ms budget is suspended; one overru
     );
   for (let i = 0; i < 10; i++) route(); // warm-up picks (JIT) are not held against a strategy
   assert.equal(faults.length, 0);
-  assert.equal(route().strategy, 'sluggish', 'first overrun: answer kept, overrun reported');
-  assert.equal(route().strategy, 'sluggish');
+  assert.equal(route().value.strategy, 'sluggish', 'first overrun: answer kept, overrun reported');
+  assert.equal(route().value.strategy, 'sluggish');
   const third = route();
-  assert.equal(third.strategy, 'round-robin', 'third overrun in 100 picks: suspended');
-  assert.equal(third.status, 200);
-  assert.equal(route().strategy, 'round-robin', 'still suspended');
+  assert.equal(third.value.strategy, 'round-robin', 'third overrun in 100 picks: suspended');
+  assert.equal(third.value.status, 200);
+  assert.equal(route().value.strategy, 'round-robin', 'still suspended');
   assert.equal(faults.length, 3);
   assert.ok(faults.every((f) => f.startsWith('sluggish:over_budget:pick took')));
   assert.match(faults[2], /suspended for 10 s/);

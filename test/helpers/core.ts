@@ -2,7 +2,7 @@
 // and a fleet whose signals a test sets by hand.
 import assert from 'node:assert/strict';
 import { commit, type CommitHooks } from '../../core/decide/commit.ts';
-import { decide, type Admitted, type Decision, type DecideOptions, type Rejected } from '../../core/decide/decide.ts';
+import { chosen, decide, type Admitted, type Decision, type DecideOptions, type Rejected } from '../../core/decide/decide.ts';
 import { createEnv, type DecideEnv } from '../../core/decide/env.ts';
 import { requestFacts } from '../../core/facts/request-facts.ts';
 import type { Endpoint } from '../../core/facts/request-schemas.ts';
@@ -14,6 +14,8 @@ import { listPolicyFiles } from '../../core/policy/source.ts';
 import { readFileSync } from 'node:fs';
 import { displayPath, formatProblem } from '../../core/diagnostics/problem.ts';
 import { builtinRegistry } from './builtins.ts';
+
+export { chosen };
 
 export const POLICIES = new URL('../../policies/', import.meta.url).pathname;
 
@@ -99,12 +101,12 @@ export function routeAdmitted(...args: Parameters<typeof route>): Admitted {
 }
 
 export function admitted(decision: Decision): Admitted {
-  assert.ok(decision.admitted, `expected admitted, got ${decision.status}: ${decision.reason}`);
+  assert.ok(decision.ok, `expected admitted, got ${chosen(decision).status}: ${chosen(decision).reason}`);
   return decision;
 }
 
 export function rejected(decision: Decision): Rejected {
-  assert.ok(!decision.admitted, `expected a rejection, got ${decision.reason}`);
+  assert.ok(!decision.ok, `expected a rejection, got ${chosen(decision).reason}`);
   return decision;
 }
 

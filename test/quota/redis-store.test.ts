@@ -6,7 +6,7 @@ import { createEnv } from '../../core/decide/env.ts';
 import type { QuotaCost, QuotaLimits, QuotaStoreObserver } from '../../core/decide/quota.ts';
 import { RedisQuotaStore, type RedisQuotaSettings } from '../../core/quota/redis-quota-store.ts';
 import { QUOTA_WAIT_ROUNDS } from '../../core/quota/wait.ts';
-import { route, singlePool } from '../helpers/core.ts';
+import { chosen, rejected, route, singlePool } from '../helpers/core.ts';
 import { until } from '../helpers/router.ts';
 import { startRedis, type TestRedis } from '../helpers/redis.ts';
 
@@ -201,11 +201,11 @@ test('fail closed through decide(): 503 quota_unavailable with Retry-After, and 
     });
     const env = createEnv({ quota: store });
     const limited = route(policy, { model: 'm' }, undefined, env);
-    assert.equal(limited.status, 503);
-    assert.equal(limited.rejection?.code, 'quota_unavailable');
-    assert.equal(limited.rejection?.type, 'service_unavailable_error');
-    assert.equal(limited.rejection?.retryAfterS, 1);
-    assert.equal(route(policy, { model: 'm', key: 'sk-test' }, undefined, env).status, 200);
+    assert.equal(chosen(limited).status, 503);
+    assert.equal(rejected(limited).rejection?.code, 'quota_unavailable');
+    assert.equal(rejected(limited).rejection?.type, 'service_unavailable_error');
+    assert.equal(rejected(limited).rejection?.retryAfterS, 1);
+    assert.equal(chosen(route(policy, { model: 'm', key: 'sk-test' }, undefined, env)).status, 200);
   } finally {
     await store.close();
   }

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createEnv } from '../../core/decide/env.ts';
 import { rendezvousOwner, rendezvousOrder } from '../../sdk/index.ts';
-import { ManualFleet, policyFrom, route } from '../helpers/core.ts';
+import { admitted, chosen, ManualFleet, policyFrom, route } from '../helpers/core.ts';
 
 function policy(seed: string) {
   const replicas = (prefix: string) => [0, 1, 2, 3].map((i) => `      - { id: ${prefix}${i}, url: "http://127.0.0.1:${9000 + i}" }`).join('\n');
@@ -43,8 +43,8 @@ test('three routers with their own seeds and in-flight counts agree on every con
   for (let c = 0; c < 400; c++) {
     const placements = routers.map((r) => {
       const d = route(r.snapshot, { model: 'm', conversation: `conversation-${c}` }, r.fleet, r.env);
-      if (!d.admitted) return assert.fail(`conversation-${c}: ${d.reason}`);
-      return `${d.version} ${d.replica}`;
+      if (!d.ok) return assert.fail(`conversation-${c}: ${chosen(d).reason}`);
+      return `${chosen(d).version} ${admitted(d).value.replica}`;
     });
     assert.equal(new Set(placements).size, 1, `conversation-${c}: ${placements.join(' | ')}`);
     const [version, replica] = placements[0].split(' ');

@@ -13,7 +13,7 @@ import { compileInputs } from '../../core/policy/load.ts';
 import { simulate } from '../../sim/simulator/simulator.ts';
 import { CODE_SNIPPET } from '../../sim/workload/synthetic.ts';
 import { workloadFromSpec, type WorkloadSpec } from '../../sim/workload/load.ts';
-import { POLICIES, policyDirTexts } from '../helpers/core.ts';
+import { chosen, POLICIES, policyDirTexts } from '../helpers/core.ts';
 import { json, startTestRouter, type TestRouter } from '../helpers/router.ts';
 import { builtinRegistry } from '../helpers/builtins.ts';
 
@@ -61,11 +61,11 @@ describe('the simulator and the router evaluate the same facts', () => {
     assert.match(logged.trace.model.decidedBy, /rule "code goes to the coder"/);
 
     const sim = simulated(1);
-    assert.equal(sim.model, logged.model);
+    assert.equal(chosen(sim).model, logged.model);
     assert.equal(sim.trace.model?.decidedBy, logged.trace.model.decidedBy);
     // The same workload without code takes another rule: the rule fires on the text, not by default.
     const plain = simulated(0);
-    assert.notEqual(plain.model, 'qwen2.5-coder-32b-instruct');
+    assert.notEqual(chosen(plain).model, 'qwen2.5-coder-32b-instruct');
     assert.doesNotMatch(plain.trace.model?.decidedBy ?? '', /code goes to the coder/);
   });
 
