@@ -46,11 +46,17 @@ export class RequestTrace {
     route: string,
     headers: Record<string, unknown>,
     attributes: Attributes,
+    /** When the request arrived (performance.timeOrigin based ms); now when absent. */
+    startMs?: number,
   ) {
     const parent = propagator.extract(ROOT_CONTEXT, headers, headerGetter);
     this.span = tracer.startSpan(
       `POST ${route}`,
-      { kind: SpanKind.SERVER, attributes: { 'http.request.method': 'POST', 'http.route': route, ...attributes } },
+      {
+        kind: SpanKind.SERVER,
+        attributes: { 'http.request.method': 'POST', 'http.route': route, ...attributes },
+        ...(startMs === undefined ? {} : { startTime: performance.timeOrigin + startMs }),
+      },
       parent,
     );
     this.context = trace.setSpan(parent, this.span);

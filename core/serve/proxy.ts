@@ -1,13 +1,15 @@
 // The request path of `serve`: facts → decide() → forward, with retries on
 // other replicas before the first byte (max_retries, retry budget), passive
-// health reports, in-flight accounting, metrics and a log line. The snapshot
-// a request starts on is the one it finishes on.
+// health reports and in-flight accounting. What is watched of it (metrics,
+// the log line, tracing, the decision log, the shadow policy, the recorder)
+// subscribes to its lifecycle (request-lifecycle.ts). The generation a
+// request starts on is the one it finishes on.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { commit, complete, type CommitHooks } from '../decide/commit.ts';
-import { chosen, decide, rejectedWith, type Admitted, type Rejected } from '../decide/decide.ts';
+import { decide, rejectedWith, type Admitted } from '../decide/decide.ts';
 import type { DecideEnv } from '../decide/env.ts';
 import type { StrategyFault } from '../decide/replica.ts';
-import { rejection, type Rejection } from '../errors.ts';
+import { isRejection, rejection, type Rejection } from '../errors.ts';
 import { requestFacts, type RequestFacts } from '../facts/request-facts.ts';
 import type { Endpoint } from '../facts/request-schemas.ts';
 import type { OutlierScope } from '../fleet/live-fleet.ts';
@@ -15,13 +17,10 @@ import type { UpstreamOutcome } from '../fleet/outlier.ts';
 import type { FleetView } from '../fleet/types.ts';
 import type { DecisionLog } from '../observe/decision-log.ts';
 import type { RouterMetrics } from '../observe/metrics.ts';
-import { countShed } from './count-shed.ts';
-import type { RequestTrace, UpstreamAttemptTrace } from '../observe/tracing.ts';
 import type { Pool, ReplicaSpec, Generation } from '../decide/generation.ts';
 import type { ColdLoads } from './cold-loads.ts';
 import { apiKeyHashOf } from './early-admission.ts';
 import { attempt, type AttemptResult, type Waiting } from './forward.ts';
-import { countRejection } from './refusals.ts';
 import type { RetryBudget } from './retry-budget.ts';
 import type { SilenceKey, SilenceWatch } from './silence.ts';
 import type { BaseLatency } from '../fleet/base-latency.ts';
@@ -29,7 +28,7 @@ import { uncachedPromptTokens, type CachedPrefixLookup } from '../fleet/uncached
 import { QUOTA_WAIT_ROUNDS, quotaWait } from '../quota/wait.ts';
 import { countRequestTokens } from '../tokens/request-path.ts';
 import type { Upstreams } from './upstream.ts';
-import { notifyDecided, notifyEnded, type RequestObserver } from './request-observer.ts';
+import type { AttemptStarted, RequestFinished, RequestLifecycle } from './request-lifecycle.ts';
 import { UpstreamBody } from './upstream-body.ts';
 import { UsageSettlement } from './settle-usage.ts';
 import type { UsageTap } from './usage-tap.ts';
@@ -61,7 +60,10 @@ export interface ProxyDeps {
   readonly retryBudget: RetryBudget;
   readonly waiting: Waiting;
   readonly env: DecideEnv;
+  /** Counts what only the request path knows (prompt token counts, retries); the rest is the lifecycle's subscribers'. */
   readonly metrics: RouterMetrics;
+  readonly lifecycle: RequestLifecycle;
+  /** Where requests refused before their route ran are kept (refusals.ts); decided ones reach it through the lifecycle. */
   readonly decisions: DecisionLog;
   readonly coldLoads: ColdLoads;
   /** Peers' recent first-byte latency: a replica silent while they answer is failing (docs/reliability.md). */
@@ -74,12 +76,8 @@ export interface ProxyDeps {
   readonly sendTimeoutMs?: number;
   /** The URL to reach a replica at (emulate:// replicas run on loopback ports). */
   urlOf(replica: ReplicaSpec): string;
-  /** OpenTelemetry tracing, when on (docs/observability.md): starts a request's trace; absent while tracing is off (OpenTelemetry is then never loaded). */
-  readonly startTrace?: (endpoint: string, path: string, headers: FastifyRequest['headers'], attributes: Record<string, string>) => RequestTrace;
   /** A strategy misbehaved (logged at most once per interval per plugin by the caller). */
   onStrategyFault?(pool: Pool, strategy: string, fault: StrategyFault, detail: string): void;
-  /** Watchers that never act: the shadow policy, the traffic recorder (request-observer.ts). */
-  readonly observers?: readonly RequestObserver[];
 }
 
 // Header values must be printable ASCII; reasons are for humans and may not be.
@@ -104,92 +102,82 @@ export function proxyHandler(deps: ProxyDeps, endpoint: Endpoint, path: string, 
 async function route(
   deps: ProxyDeps,
   hooks: CommitHooks,
-  snapshot: Generation,
+  generation: Generation,
   endpoint: Endpoint,
   path: string,
   request: FastifyRequest,
   reply: FastifyReply,
   shape: RouteShape,
 ): Promise<void> {
-  const { metrics } = deps;
+  const { lifecycle } = deps;
   const res = reply.raw;
-  const t0 = performance.now();
-  const traced = deps.startTrace?.(endpoint, path, request.headers, { 'switchyard.request_id': request.id });
+  const startedAt = performance.now();
   const body = request.body as Record<string, unknown>;
-  const prepared = shape.prepare?.(body, snapshot) ?? NOTHING_PREPARED;
-  const facts = await countedFacts(
+  const prepared = shape.prepare?.(body, generation) ?? NOTHING_PREPARED;
+  const checked = await countedFacts(
     requestFacts(
       { requestId: request.id, endpoint, headers: request.headers, body, apiKeyHash: apiKeyHashOf(request), conversationId: prepared.conversationId },
-      { estimator: snapshot.settings.estimator, bodyValidated: true, conversationHeaders: snapshot.settings.conversationHeaders },
+      { estimator: generation.settings.estimator, bodyValidated: true, conversationHeaders: generation.settings.conversationHeaders },
     ),
     request,
-    snapshot,
-    metrics,
+    generation,
+    deps.metrics,
     deps.urlOf,
   );
   // A shared quota store may need one bounded round trip first (docs/quotas.md);
   // decide() then checks synchronously. The wait is not decision time.
   let waitedMs = 0;
-  for (let round = 0, wait = quotaWait(deps.env.quota, facts, snapshot, deps.env.now()); wait && round < QUOTA_WAIT_ROUNDS; round++) {
+  for (let round = 0, wait = quotaWait(deps.env.quota, checked, generation, deps.env.now()); wait && round < QUOTA_WAIT_ROUNDS; round++) {
     const waitStart = performance.now();
     await wait;
     waitedMs += performance.now() - waitStart;
-    wait = quotaWait(deps.env.quota, facts, snapshot, deps.env.now());
+    wait = quotaWait(deps.env.quota, checked, generation, deps.env.now());
   }
+  const facts = isRejection(checked) ? undefined : checked;
   const first = decide(
-    facts,
-    snapshot,
+    checked,
+    generation,
     deps.fleet,
     deps.env,
-    'code' in facts ? { requestId: request.id } : prepared.pinnedReplica ? { pinnedReplica: prepared.pinnedReplica } : undefined,
+    facts ? (prepared.pinnedReplica ? { pinnedReplica: prepared.pinnedReplica } : undefined) : { requestId: request.id },
   );
   commit(first, deps.env, hooks);
-  const decided = performance.now();
-  metrics.decisionSeconds.observe((decided - t0 - waitedMs) / 1000);
-  deps.decisions.add(first, 'code' in facts ? undefined : facts);
-  const observers = deps.observers ?? [];
-  const observed = observers.length > 0 && !('code' in facts) ? facts : undefined;
-  if (observed) notifyDecided(observers, request.log, observed, first, snapshot);
-  if (traced)
-    traced.decided(
-      chosen(first),
-      'code' in facts ? undefined : facts.requestedModel,
-      'code' in facts ? undefined : facts.conversationId,
-      t0 + waitedMs,
-      decided,
-    );
+  const decidedAt = performance.now();
+  lifecycle.decided({
+    request,
+    endpoint,
+    path,
+    facts,
+    decision: first,
+    generation,
+    retry: false,
+    startedAt,
+    decidedAt,
+    decisionMs: decidedAt - startedAt - waitedMs,
+  });
+  const finish = (end: Omit<RequestFinished, 'request' | 'endpoint' | 'facts' | 'generation' | 'durationMs'>) =>
+    lifecycle.finished({ request, endpoint, facts, generation, durationMs: performance.now() - startedAt, ...end });
 
   if (!first.ok) {
-    const { action } = first.known;
+    const { action, tenant: tenantId } = first.known;
     if (action) deps.coldLoads.trigger(action.model, action.url, first.rejection.retryAfterS ?? 60);
-    const tenant = first.known.tenant === undefined ? undefined : snapshot.tenantsById.get(first.known.tenant);
-    const quotaHeaders = tenant && first.rejection.code === 'quota_exceeded' ? rateLimitHeaders(deps.env.quota, tenant.id, tenant.quotas, deps.env.now()) : [];
-    reject(deps, request, res, first, shape, quotaHeaders);
-    traced?.end(first.rejection.status, 'rejected');
-    if (observed)
-      notifyEnded(observers, request.log, observed, first, snapshot, {
-        outcome: 'rejected',
-        status: first.rejection.status,
-        durationMs: performance.now() - t0,
-        attempts: 0,
-      });
+    const tenant = tenantId === undefined ? undefined : generation.tenantsById.get(tenantId);
+    const quotaHeaders =
+      tenant && first.rejection.code === 'quota_exceeded' ? rateLimitHeaders(deps.env.quota, tenant.id, tenant.quotas, deps.env.now()) : NO_HEADERS;
+    shape.writeError(res, first.rejection, request.id, headerRecord(quotaHeaders));
+    finish({ decision: first, refusal: first, outcome: 'rejected', status: first.rejection.status, attempts: 0, retried: false });
     return;
   }
-
+  // Only a request whose facts were read is admitted.
+  const admittedFacts = facts as RequestFacts;
   let decision: Admitted = first;
   const stream = body.stream === true;
   // Made once, for every attempt (unless the route's body names the replica, or is not JSON): the client's bytes, with the model and injected fields spliced in (upstream-body.ts).
   // Token quotas settle on the engine's usage (settle-usage.ts).
   const settlement = UsageSettlement.of(decision, endpoint, body);
-  if (decision.value.shadowOverQuota) metrics.admission.shadowOverQuota.inc({ tenant: decision.value.tenant });
-  if (decision.value.fallbackFrom) metrics.admission.fallbacks.inc({ from: decision.value.fallbackFrom, to: decision.value.model });
-  let upstreamBody = new UpstreamBody(body, {
-    upstreamModel: decision.value.upstreamModel,
-    priority: decision.handles.pool.forwardPriority ? decision.value.priority : undefined,
-    injectUsage: settlement?.injectUsage ?? false,
-  });
+  let upstreamBody = upstreamBodyFor(body, decision, settlement);
   let tap: UsageTap | undefined;
-  const tokenBudget = (facts as RequestFacts).maxTokens ?? snapshot.settings.defaultMaxTokens;
+  const tokenBudget = admittedFacts.maxTokens ?? generation.settings.defaultMaxTokens;
   const budgetKey = decision.handles.pool.key;
   deps.retryBudget.begin(budgetKey);
   let tried: Set<string> | undefined; // made on the first retry
@@ -199,75 +187,82 @@ async function route(
   try {
     for (;;) {
       tap = settlement?.tap();
-      result = await send(
-        deps,
-        snapshot,
+      const replica = replicaOf(generation, decision.handles.pool, decision.value.replica);
+      const upstream = shape.bodyFor ? shape.bodyFor(body, decision, prepared) : upstreamBody.for(replica.engine);
+      const attempt = {
+        request,
+        endpoint,
         decision,
+        attempt: ++attempts,
+        replicaUrl: deps.urlOf(replica),
+        maxTokens: admittedFacts.maxTokens,
+      } as AttemptStarted;
+      lifecycle.attemptStarted(attempt);
+      const sent = performance.now();
+      result = await send(deps, generation, {
+        decision,
+        replica,
         path,
-        shape.bodyFor ? shape.bodyFor(body, decision, prepared) : upstreamBody.for(replicaOf(snapshot, decision.handles.pool, decision.value.replica).engine),
+        body: upstream,
         shape,
         stream,
         tokenBudget,
         request,
         res,
-        retrying,
-        traced?.attempt(
-          decision.value.replica,
-          deps.urlOf(replicaOf(snapshot, decision.handles.pool, decision.value.replica)),
-          attempts + 1,
-          (facts as RequestFacts).maxTokens,
-        ),
+        retried: retrying,
+        traceHeaders: attempt.traceHeaders,
         tap,
-      );
-      attempts++;
+      });
+      lifecycle.attemptEnded({ request, decision, attempt: attempts, result, durationMs: performance.now() - sent });
       if (result.kind !== 'retryable') break;
       // Failed before the first byte: another replica, if the pool's limits allow.
       const pool = decision.handles.pool;
       const refused = attempts > pool.retries.maxRetries ? 'attempts' : deps.retryBudget.tryRetry(budgetKey, pool.retries, retrying) ? undefined : 'budget';
       if (refused) {
-        metrics.retriesRefused.inc({ pool: pool.key, reason: refused });
+        deps.metrics.retriesRefused.inc({ pool: pool.key, reason: refused });
         break;
       }
       retrying = true;
       complete(decision, false, hooks); // this attempt is over: the strategies hear so before the next one
       (tried ??= new Set()).add(decision.value.replica);
-      const retry = decide(facts as RequestFacts, snapshot, deps.fleet, deps.env, {
+      const retryStart = performance.now();
+      const retry = decide(admittedFacts, generation, deps.fleet, deps.env, {
         excludeReplicas: tried,
         quotaTaken: true,
         pinnedReplica: prepared.pinnedReplica,
       });
       commit(retry, deps.env, hooks);
-      deps.decisions.add(retry, facts as RequestFacts);
+      const retryDecided = performance.now();
+      lifecycle.decided({
+        request,
+        endpoint,
+        path,
+        facts,
+        decision: retry,
+        generation,
+        retry: true,
+        previous: decision,
+        startedAt,
+        decidedAt: retryDecided,
+        decisionMs: retryDecided - retryStart,
+      });
       if (!retry.ok) {
         // Nowhere left to go: every other replica is out or failed this request.
-        metrics.retriesRefused.inc({ pool: pool.key, reason: 'no_replica' });
+        deps.metrics.retriesRefused.inc({ pool: pool.key, reason: 'no_replica' });
         const wait = Math.max(2, engineRetryAfterS(result) ?? 0);
         const none = rejection(
           'no_healthy_replica',
           `No other replica of pool ${decision.value.pool} could take the request after ${failureText(result)}. Retry after ${wait} s.`,
           { retryAfterS: wait },
         );
-        reject(deps, request, res, rejectedWith(none, retry.known, retry.trace, retry.handles), shape);
-        traced?.end(none.status, 'upstream_error');
-        if (observed)
-          notifyEnded(observers, request.log, observed, decision, snapshot, {
-            outcome: 'upstream_error',
-            status: none.status,
-            durationMs: performance.now() - t0,
-            attempts,
-          });
+        shape.writeError(res, none, request.id);
+        const refusal = rejectedWith(none, retry.known, retry.trace, retry.handles);
+        finish({ decision, refusal, outcome: 'upstream_error', status: none.status, attempts, retried: true, failure: result.cause });
         return;
       }
-      metrics.retries.inc({ pool: pool.key, cause: result.cause });
+      deps.metrics.retries.inc({ pool: pool.key, cause: result.cause });
       // A retry that fell back to another model (its pools now full) names that model upstream.
-      if (retry.value.upstreamModel !== decision.value.upstreamModel) {
-        if (retry.value.fallbackFrom) metrics.admission.fallbacks.inc({ from: retry.value.fallbackFrom, to: retry.value.model });
-        upstreamBody = new UpstreamBody(body, {
-          upstreamModel: retry.value.upstreamModel,
-          priority: retry.handles.pool.forwardPriority ? retry.value.priority : undefined,
-          injectUsage: settlement?.injectUsage ?? false,
-        });
-      }
+      if (retry.value.upstreamModel !== decision.value.upstreamModel) upstreamBody = upstreamBodyFor(body, retry, settlement);
       decision = retry;
     }
   } finally {
@@ -275,40 +270,42 @@ async function route(
   }
 
   const outcome = outcomeOf(result);
-  const settled = settlement?.settle(result, tap, deps.env, metrics.admission);
-  metrics.requests.inc({ model: decision.value.model, pool: decision.handles.pool.key, outcome });
-  if (result.kind === 'retryable') shape.writeError(res, failureRejection(result), request.id);
-  traced?.end(result.kind === 'done' ? result.status : result.kind === 'retryable' ? failureRejection(result).status : 499, outcome);
+  const usage = settlement?.settle(result, tap, deps.env, deps.metrics.admission);
+  let status: number | undefined;
+  if (result.kind === 'retryable') {
+    const failure = failureRejection(result);
+    shape.writeError(res, failure, request.id);
+    status = failure.status;
+  } else if (result.kind === 'done') status = result.status;
   complete(decision, outcome === 'ok', hooks);
-  if (observed) {
-    const status = result.kind === 'done' ? result.status : result.kind === 'retryable' ? failureRejection(result).status : undefined;
-    notifyEnded(observers, request.log, observed, decision, snapshot, {
-      outcome,
-      status,
-      ttfbMs: 'ttfbMs' in result ? result.ttfbMs : undefined,
-      durationMs: performance.now() - t0,
-      attempts,
-    });
-  }
-  const route = decision.value;
-  request.log.info(
-    {
-      model: `${route.model}@${route.version}`,
-      adapter: route.adapter,
-      pool: route.pool,
-      replica: route.replica,
-      strategy: route.strategy,
-      status: result.kind === 'done' ? result.status : result.kind === 'retryable' ? failureRejection(result).status : undefined,
-      outcome,
-      retried: retrying,
-      attempts,
-      usage: settled,
-      failure: result.kind === 'retryable' || result.kind === 'broken' ? result.cause : undefined,
-      ttfbMs: 'ttfbMs' in result ? Math.round(result.ttfbMs) : undefined,
-      durationMs: Math.round(performance.now() - t0),
-    },
-    'routed',
-  );
+  finish({
+    decision,
+    outcome,
+    status,
+    attempts,
+    retried: retrying,
+    ttfbMs: 'ttfbMs' in result ? result.ttfbMs : undefined,
+    usage,
+    failure: result.kind === 'retryable' || result.kind === 'broken' ? result.cause : undefined,
+  });
+}
+
+const NO_HEADERS: readonly string[] = Object.freeze([]);
+
+function headerRecord(pairs: readonly string[]): Record<string, string> | undefined {
+  if (pairs.length === 0) return undefined;
+  const record: Record<string, string> = {};
+  for (let i = 0; i < pairs.length; i += 2) record[pairs[i]] = pairs[i + 1];
+  return record;
+}
+
+/** The upstream body of `decision`: its model (and priority, and usage reporting) spliced into the client's bytes. */
+function upstreamBodyFor(body: Record<string, unknown>, decision: Admitted, settlement: UsageSettlement | undefined): UpstreamBody {
+  return new UpstreamBody(body, {
+    upstreamModel: decision.value.upstreamModel,
+    priority: decision.handles.pool.forwardPriority ? decision.value.priority : undefined,
+    injectUsage: settlement?.injectUsage ?? false,
+  });
 }
 
 /** The facts in the engine's tokens where the model has a tokenizer (docs/tokens.md); the estimate otherwise, counted. */
@@ -325,29 +322,30 @@ async function countedFacts(
   return counted.facts;
 }
 
-async function send(
-  deps: ProxyDeps,
-  snapshot: Generation,
-  decision: Admitted,
-  path: string,
-  body: string | Buffer,
-  shape: RouteShape,
-  stream: boolean,
-  tokenBudget: number,
-  request: FastifyRequest,
-  res: FastifyReply['raw'],
-  retried: boolean,
-  traced: UpstreamAttemptTrace | undefined,
-  tap?: UsageTap,
-): Promise<AttemptResult> {
+/** One attempt's inputs. */
+interface SendInput {
+  readonly decision: Admitted;
+  readonly replica: ReplicaSpec;
+  readonly path: string;
+  readonly body: string | Buffer;
+  readonly shape: RouteShape;
+  readonly stream: boolean;
+  readonly tokenBudget: number;
+  readonly request: FastifyRequest;
+  readonly res: FastifyReply['raw'];
+  readonly retried: boolean;
+  /** A tracing subscriber's context for the engine; the client's own goes on without one. */
+  readonly traceHeaders?: Record<string, string>;
+  readonly tap?: UsageTap;
+}
+
+async function send(deps: ProxyDeps, generation: Generation, input: SendInput): Promise<AttemptResult> {
+  const { decision, replica, path, body, shape, stream, tokenBudget, request, res, retried, tap } = input;
   const pool = decision.handles.pool;
   const route = decision.value;
-  const replica = replicaOf(snapshot, pool, route.replica);
   const releaseInFlight = deps.fleet.acquire(replica.id);
   const endPrefill = deps.fleet.startPrefill?.(replica.id, uncachedPromptTokens(decision.handles.routed, replica.id, deps.kvIndex));
   const endStream = stream ? deps.fleet.startStream?.(replica.id) : undefined;
-  deps.metrics.decisions.inc({ pool: pool.key, replica: replica.id, strategy: route.strategy });
-  const started = performance.now();
   const headers = [
     'x-request-id',
     request.id,
@@ -358,7 +356,7 @@ async function send(
   // The client gets another model than it asked for: it always hears which (docs/policies.md, Fallback models).
   if (route.fallbackFrom) headers.push('x-switchyard-fallback-from', route.fallbackFrom);
   // Where it went and why are opt-in (settings or tenant decision_headers: full): replica ids and plugin reasons stay in.
-  if ((snapshot.tenantsById.get(route.tenant)?.decisionHeaders ?? snapshot.settings.decisionHeaders) === 'full') {
+  if ((decision.handles.tenant.decisionHeaders ?? generation.settings.decisionHeaders) === 'full') {
     headers.push(
       'x-switchyard-pool',
       pool.name,
@@ -367,7 +365,7 @@ async function send(
       'x-switchyard-reason',
       asciiHeader(route.reason),
       'x-switchyard-policy',
-      String(snapshot.generation),
+      String(generation.generation),
     );
     if (route.adapter) headers.push('x-switchyard-adapter', route.adapter);
     // Which cascade rule chose the model and which pool rule the pool (rule names come from the policy).
@@ -383,7 +381,6 @@ async function send(
     releaseInFlight();
     endPrefill?.();
     endStream?.();
-    traced?.end(undefined, 'connect');
     return { kind: 'retryable', cause: 'connect', detail: (error as Error).message.slice(0, 200) };
   }
   // Silence (docs/reliability.md): past a deadline from the peers' latency, or
@@ -426,22 +423,12 @@ async function send(
       res,
       responseHeaders: headers,
       // The client's own trace context goes on when the router does not trace (W3C Trace Context).
-      traceHeaders: traced ? traced.headers() : clientTraceHeaders(request.headers),
+      traceHeaders: input.traceHeaders ?? clientTraceHeaders(request.headers),
       silence,
       sendTimeoutMs: deps.sendTimeoutMs,
       tap,
       onFirstByte: firstEvent ? firstEvent.seen : endPrefill,
     });
-    if (traced)
-      traced.end(
-        result.kind === 'done' ? result.status : 'status' in result ? (result.status as number) : undefined,
-        result.kind === 'done' ? undefined : result.kind === 'retryable' || result.kind === 'broken' ? result.cause : result.kind,
-        route.upstreamModel,
-      );
-    if (result.kind === 'done' || result.kind === 'broken') {
-      deps.metrics.ttfbSeconds.observe({ pool: pool.key }, result.ttfbMs / 1000);
-      deps.metrics.upstreamSeconds.observe({ pool: pool.key }, (performance.now() - started) / 1000);
-    }
     if (result.kind === 'done' || result.kind === 'broken') deps.silence?.answered(silenceKey, replica.id, result.ttfbMs);
     // Only a stream that succeeded teaches the base latency: an error answers without prefill.
     if (firstEvent?.afterMs !== undefined && result.kind === 'done' && result.status < 300)
@@ -466,23 +453,6 @@ async function send(
     endPrefill?.();
     endStream?.();
   }
-}
-
-function reject(
-  deps: ProxyDeps,
-  request: FastifyRequest,
-  res: FastifyReply['raw'],
-  decision: Rejected,
-  shape: RouteShape,
-  extraHeaders: readonly string[] = [],
-): void {
-  const r = decision.rejection;
-  countRejection(deps.metrics, decision);
-  countShed(deps.metrics, decision);
-  const extra: Record<string, string> = {};
-  for (let i = 0; i < extraHeaders.length; i += 2) extra[extraHeaders[i]] = extraHeaders[i + 1];
-  shape.writeError(res, r, request.id, extra);
-  request.log.info({ status: r.status, reject: r.code, model: decision.known.model, pool: decision.known.pool }, 'rejected');
 }
 
 /** The chosen replica's spec: ids are unique across a policy, so the snapshot's index finds it (not a walk of the pool). */

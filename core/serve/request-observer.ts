@@ -1,10 +1,12 @@
 // Watchers of routed requests that never act on them: the shadow policy and
-// the traffic recorder (core/shadow/). The proxy calls them synchronously;
-// they must return at once (anything costly goes to setImmediate) and a
-// throw is caught and logged, never the request's problem.
+// the traffic recorder (core/shadow/). Each is a subscriber of the request
+// lifecycle (request-lifecycle.ts): called synchronously, it must return at
+// once (anything costly goes to setImmediate); a throw is caught and logged,
+// never the request's problem.
 import type { Decision } from '../decide/decision.ts';
 import type { RequestFacts } from '../facts/request-facts.ts';
 import type { Generation } from '../decide/generation.ts';
+import type { RequestSubscriber } from './request-lifecycle.ts';
 
 /** How a request ended, as the proxy saw it. */
 export interface RequestEnd {
@@ -24,37 +26,16 @@ export interface RequestObserver {
   ended?(facts: RequestFacts, decision: Decision, snapshot: Generation, end: RequestEnd): void;
 }
 
-/** Calls each observer's `decided`; one that throws is logged and the request goes on. */
-export function notifyDecided(
-  observers: readonly RequestObserver[],
-  log: { warn(fields: object, message: string): void },
-  facts: RequestFacts,
-  decision: Decision,
-  snapshot: Generation,
-): void {
-  for (const observer of observers) {
-    try {
-      observer.decided?.(facts, decision, snapshot);
-    } catch (error) {
-      log.warn({ err: error }, 'a request observer failed (the request is unaffected)');
-    }
-  }
-}
-
-/** Calls each observer's `ended`; one that throws is logged. */
-export function notifyEnded(
-  observers: readonly RequestObserver[],
-  log: { warn(fields: object, message: string): void },
-  facts: RequestFacts,
-  decision: Decision,
-  snapshot: Generation,
-  end: RequestEnd,
-): void {
-  for (const observer of observers) {
-    try {
-      observer.ended?.(facts, decision, snapshot, end);
-    } catch (error) {
-      log.warn({ err: error }, 'a request observer failed (the request is unaffected)');
-    }
-  }
+/** An observer as a lifecycle subscriber: it hears of requests whose facts were read, their first decision and their end. */
+export function observerSubscriber(observer: RequestObserver): RequestSubscriber {
+  return {
+    decided: (m) => {
+      if (m.facts && !m.retry) observer.decided?.(m.facts, m.decision, m.generation);
+    },
+    finished: (m) => {
+      if (!m.facts) return;
+      const end: RequestEnd = { outcome: m.outcome, status: m.status, ttfbMs: m.ttfbMs, durationMs: m.durationMs, attempts: m.attempts };
+      observer.ended?.(m.facts, m.decision, m.generation, end);
+    },
+  };
 }

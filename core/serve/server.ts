@@ -33,7 +33,10 @@ import { SilenceWatch } from './silence.ts';
 import { BaseLatency } from '../fleet/base-latency.ts';
 import type { CachedPrefixLookup } from '../fleet/uncached-prompt.ts';
 import { Upstreams } from './upstream.ts';
-import type { RequestObserver } from './request-observer.ts';
+import { observerSubscriber } from './request-observer.ts';
+import { RequestLifecycle } from './request-lifecycle.ts';
+import { decisionLogSubscriber, logLineSubscriber, metricsSubscriber } from './request-subscribers.ts';
+import { tracingSubscriber } from './request-tracing.ts';
 import type { TrafficRecorder } from '../shadow/recorder.ts';
 import type { Shadow } from '../shadow/shadow.ts';
 import { registerShadowMetrics } from '../shadow/shadow-metrics.ts';
@@ -117,6 +120,8 @@ export interface Router {
   readonly replicas: ReplicaAddresses;
   readonly metrics: RouterMetrics;
   readonly decisions: DecisionLog;
+  /** Each request's lifecycle: subscribe to watch requests in process (a subscriber that throws is logged, never the request's problem). */
+  readonly lifecycle: RequestLifecycle;
   /** Stops accepting, lets in-flight requests finish (bounded), then stops everything. */
   close(graceMs?: number): Promise<void>;
 }
@@ -229,7 +234,6 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   const liveEnv = givenEnv.baseLatencyMs ? givenEnv : { ...givenEnv, baseLatencyMs: (pool: string) => baseLatency.baseMs(pool) };
   // With a shadow, the live env's random draw is kept for the shadow to draw the same (core/shadow/random-tape.ts).
   const env = options.shadow ? options.shadow.attach({ env: liveEnv, fleet, metrics: registerShadowMetrics(metrics.registry) }) : liveEnv;
-  const observers: RequestObserver[] = [options.shadow, options.recorder].filter((o) => o !== undefined);
   // The in-memory store always answers; a shared store reports for itself.
   metrics.quotaStoreUp.set(1);
   env.quota.observe?.({
@@ -238,7 +242,14 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     fetched: (seconds) => metrics.quotaLeaseSeconds.observe(seconds),
   });
   const coldLoads = new ColdLoads(app.log);
-  const deps = {
+  // What is watched of each request subscribes to its lifecycle; outside instrumentation to diagnostics_channel (docs/observability.md).
+  const lifecycle = new RequestLifecycle(app.log);
+  lifecycle.subscribe(metricsSubscriber(metrics));
+  lifecycle.subscribe(decisionLogSubscriber(decisions));
+  if (options.tracer) lifecycle.subscribe(await tracingSubscriber(options.tracer));
+  for (const observer of [options.shadow, options.recorder]) if (observer) lifecycle.subscribe(observerSubscriber(observer));
+  lifecycle.subscribe(logLineSubscriber());
+  const deps: ProxyDeps = {
     policy: options.policy,
     fleet,
     upstreams,
@@ -246,6 +257,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     waiting,
     env,
     metrics,
+    lifecycle,
     decisions,
     coldLoads,
     silence: new SilenceWatch(),
@@ -254,8 +266,6 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     sendTimeoutMs: limits.sendTimeoutMs,
     urlOf: (replica: Parameters<ReplicaAddresses['urlOf']>[0]) => replicas.urlOf(replica),
     onStrategyFault,
-    startTrace: options.tracer ? await requestTraces(options.tracer) : undefined,
-    observers,
   };
   // The key and the large-body bounds are checked on the head, before the body is read (early-admission.ts).
   // Recorded like any refusal, but a flood of bad keys is not a flood of log lines and decision records.
@@ -355,6 +365,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     replicas,
     metrics,
     decisions,
+    lifecycle,
     async close(graceMs = DRAIN_MS) {
       closing = true;
       // Watchers of the decision stream are not requests to finish.
@@ -436,10 +447,4 @@ function refreshReplicaGauges(metrics: RouterMetrics, snapshot: Generation, flee
       metrics.replicaEjected.set(labels, health === 'ejected' ? 1 : 0);
     }
   }
-}
-
-/** OpenTelemetry's modules are loaded only when tracing is on: a router without it never reads them. */
-async function requestTraces(tracer: Tracer): Promise<NonNullable<ProxyDeps['startTrace']>> {
-  const { RequestTrace } = await import('../observe/tracing.ts');
-  return (endpoint, path, headers, attributes) => new RequestTrace(tracer, endpoint, path, headers, attributes);
 }

@@ -1,0 +1,82 @@
+// The router's own watchers of its request lifecycle (request-lifecycle.ts):
+// the metrics, the log line and the decision log (the explorer's live stream
+// is fed by the decision log). Tracing subscribes from request-tracing.ts,
+// the shadow policy and the recorder from request-observer.ts.
+import type { DecisionLog } from '../observe/decision-log.ts';
+import type { RouterMetrics } from '../observe/metrics.ts';
+import { countShed } from './count-shed.ts';
+import { countRejection } from './refusals.ts';
+import type { RequestSubscriber } from './request-lifecycle.ts';
+
+/** The request metrics (docs/observability.md): decision time, replica decisions, upstream latency, requests by outcome, rejections, shedding, fallbacks. */
+export function metricsSubscriber(metrics: RouterMetrics): RequestSubscriber {
+  const { admission } = metrics;
+  return {
+    decided({ decision, retry, previous, decisionMs }) {
+      if (!retry) metrics.decisionSeconds.observe(decisionMs / 1000);
+      if (!decision.ok) return;
+      const { value } = decision;
+      if (!retry && value.shadowOverQuota) admission.shadowOverQuota.inc({ tenant: value.tenant });
+      // A retry counts a fallback only when it changed the model the request goes to.
+      if (value.fallbackFrom && (!retry || value.upstreamModel !== previous?.value.upstreamModel))
+        admission.fallbacks.inc({ from: value.fallbackFrom, to: value.model });
+    },
+    attemptStarted({ decision }) {
+      metrics.decisions.inc({ pool: decision.handles.pool.key, replica: decision.value.replica, strategy: decision.value.strategy });
+    },
+    attemptEnded({ decision, result, durationMs }) {
+      if (result.kind !== 'done' && result.kind !== 'broken') return;
+      const labels = { pool: decision.handles.pool.key };
+      metrics.ttfbSeconds.observe(labels, result.ttfbMs / 1000);
+      metrics.upstreamSeconds.observe(labels, durationMs / 1000);
+    },
+    finished({ decision, refusal, outcome }) {
+      if (refusal) {
+        countRejection(metrics, refusal);
+        countShed(metrics, refusal);
+      } else if (decision.ok) metrics.requests.inc({ model: decision.value.model, pool: decision.handles.pool.key, outcome });
+    },
+  };
+}
+
+/** One log line per request: `routed`, or `rejected` when the router answered with a rejection of its own. */
+export function logLineSubscriber(): RequestSubscriber {
+  return {
+    finished({ request, decision, refusal, outcome, status, retried, attempts, usage, failure, ttfbMs, durationMs }) {
+      if (refusal) {
+        const r = refusal.rejection;
+        request.log.info({ status: r.status, reject: r.code, model: refusal.known.model, pool: refusal.known.pool }, 'rejected');
+        return;
+      }
+      if (!decision.ok) return;
+      const route = decision.value;
+      request.log.info(
+        {
+          model: `${route.model}@${route.version}`,
+          adapter: route.adapter,
+          pool: route.pool,
+          replica: route.replica,
+          strategy: route.strategy,
+          status,
+          outcome,
+          retried,
+          attempts,
+          usage,
+          failure,
+          ttfbMs: ttfbMs === undefined ? undefined : Math.round(ttfbMs),
+          durationMs: Math.round(durationMs),
+        },
+        'routed',
+      );
+    },
+  };
+}
+
+/** Every decision, a retry's too, kept for /admin/decisions and sent to the explorer's live stream. */
+export function decisionLogSubscriber(decisions: DecisionLog): RequestSubscriber {
+  return {
+    decided({ decision, facts }) {
+      decisions.add(decision, facts);
+    },
+  };
+}
