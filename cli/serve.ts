@@ -16,6 +16,7 @@ import { PolicyStore } from '../core/decide/store.ts';
 import { openQuotaStore } from '../core/quota/open.ts';
 import { checkAdminOptions, DEFAULT_ADMIN_HOST, DEFAULT_ADMIN_PORT } from '../core/serve/admin-listener.ts';
 import { startRouter } from '../core/serve/server.ts';
+import { Lifetime } from '../core/serve/lifetime.ts';
 import { BUILTIN_STRATEGIES } from '../plugins/index.ts';
 import { EmbeddedFleet } from '../sim/emulator/embedded-fleet.ts';
 import { PROFILE_NAMES } from '../sim/engine/profiles.ts';
@@ -178,18 +179,25 @@ export async function runServe(argv: string[]): Promise<number> {
     console.error(`switchyard serve: the policies in ${values.policies} are invalid; nothing was started`);
     return 1;
   }
+  // Everything built from here on registers how it closes; one close() shuts it all, newest first (core/serve/lifetime.ts).
+  const lifetime = new Lifetime({ error: (fields, message) => log.error(fields, message) });
+  lifetime.own('policy store', () => store.close());
   const extras = await openShadowAndRecorder(shadowed, { builtins: BUILTIN_STRATEGIES, kvIndex, log: storeLog });
   if ('error' in extras) {
     for (const line of extras.error) console.error(line);
-    await store.close();
+    await lifetime.close(0);
     return 1;
   }
   const { shadow, recorder } = extras;
+  lifetime.own('shadow policy', () => shadow.close());
+  lifetime.own('traffic recorder', () => recorder?.close());
   addUrlCredentials(redisUrl ?? store.current().settings.quotaStore.redisUrl);
   const quota = await openQuotaStore(store.current().settings.quotaStore, redisUrl, storeLog);
+  lifetime.own('quota store', () => quota.close?.());
   let router: Awaited<ReturnType<typeof startRouter>>;
   const tracing =
     values.tracing === 'off' ? undefined : (await import('./tracing.ts')).startTracing(values.tracing as 'otlp' | 'console', sampleRatio, version());
+  lifetime.own('tracing', () => tracing?.shutdown());
   try {
     await store.watch();
     router = await startRouter({
@@ -204,12 +212,10 @@ export async function runServe(argv: string[]): Promise<number> {
       shadow,
       recorder,
       kvIndex,
+      lifetime,
     });
   } catch (error) {
-    await store.close();
-    await shadow.close();
-    await recorder?.close();
-    await quota.close?.();
+    await lifetime.close(0).catch(() => {});
     const e = error as { code?: string; address?: string; port?: number };
     const where =
       e.code === 'EADDRINUSE' || e.code === 'EACCES' || e.code === 'EADDRNOTAVAIL'
@@ -219,6 +225,8 @@ export async function runServe(argv: string[]): Promise<number> {
     return 1;
   }
   const watchdog = watchdogMs > 0 ? startWatchdog({ thresholdMs: watchdogMs, name: 'switchyard serve' }) : undefined;
+  // The watchdog watches the shutdown too.
+  lifetime.own('watchdog', () => watchdog?.stop(), { last: true });
   router.app.log.info(
     { url: router.url, admin: router.adminUrl, policies: values.policies, replicas: store.current().replicas.size, watchdogMs },
     'switchyard is routing',
@@ -230,29 +238,21 @@ export async function runServe(argv: string[]): Promise<number> {
     );
   });
   const kvFeed = new KvEventFeed(kvIndex, storeLog);
+  lifetime.own('KV event feed', () => kvFeed.close());
   kvFeed.sync(kvEventSources(store.current().replicas.values()));
-  store.on('swap', ({ snapshot }) => kvFeed.sync(kvEventSources(snapshot.replicas.values())));
+  lifetime.onSwap((snapshot) => kvFeed.sync(kvEventSources(snapshot.replicas.values())));
   registerKvMetrics(router.metrics.registry, kvIndex);
 
   return new Promise<number>((resolve) => {
     const stop = (signal: string) => {
       router.app.log.info({ signal }, 'shutting down: finishing in-flight requests');
-      kvFeed.close();
-      router
-        .close()
-        .then(() => store.close())
-        .then(() => shadow.close())
-        .then(() => recorder?.close())
-        .then(() => tracing?.shutdown())
-        .then(() => quota.close?.())
-        .then(() => watchdog?.stop())
-        .then(
-          () => resolve(0),
-          (error) => {
-            router.app.log.error({ err: error }, 'shutdown failed');
-            resolve(1);
-          },
-        );
+      router.close().then(
+        () => resolve(0),
+        (error) => {
+          router.app.log.error({ err: error }, 'shutdown failed');
+          resolve(1);
+        },
+      );
     };
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));

@@ -33,6 +33,7 @@ import { SilenceWatch } from './silence.ts';
 import { BaseLatency } from '../fleet/base-latency.ts';
 import type { CachedPrefixLookup } from '../fleet/uncached-prompt.ts';
 import { Upstreams } from './upstream.ts';
+import { Lifetime } from './lifetime.ts';
 import { observerSubscriber } from './request-observer.ts';
 import { RequestLifecycle } from './request-lifecycle.ts';
 import { decisionLogSubscriber, logLineSubscriber, metricsSubscriber } from './request-subscribers.ts';
@@ -87,6 +88,12 @@ export interface RouterOptions {
   readonly listen?: boolean;
   /** The KV event index: the token load counts only the prompt a replica does not cache (core/fleet/uncached-prompt.ts). */
   readonly kvIndex?: CachedPrefixLookup;
+  /**
+   * Where the router registers how each of its parts closes, and what follows
+   * a new generation (lifetime.ts): `serve` passes its own, holding what it
+   * built before the router, so that one close() shuts everything in order.
+   */
+  readonly lifetime?: Lifetime;
 }
 
 /** What a client connection may send and hold: settings.yaml, read when serve starts (docs/reliability.md). */
@@ -136,14 +143,18 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   const initial = options.policy.current();
   const metrics = new RouterMetrics();
   const decisions = new DecisionLog(1000);
-  const upstreams = new Upstreams();
+  let app: FastifyInstance | undefined; // the fleet logs through it once it exists
+  const lifetime = options.lifetime ?? new Lifetime({ error: (fields, message) => app?.log.error(fields, message) });
+  // Each part is registered as it is built; close() runs them backwards (lifetime.ts).
   const replicas = options.replicas ?? DIRECT_REPLICAS;
+  lifetime.own('replicas', () => replicas.close());
+  const upstreams = new Upstreams();
+  lifetime.own('upstream pools', () => upstreams.close());
   await replicas.sync(initial);
 
   const targets = (snapshot: Generation) =>
     [...snapshot.replicas.values()].map((r) => ({ id: r.id, url: replicas.urlOf(r), engine: r.engine, apiKey: r.apiKey }));
   const waiting = new Waiting();
-  let app: FastifyInstance | undefined; // the fleet logs through it once it exists
   const fleet = new LiveFleet({
     replicas: targets(initial),
     scrapeIntervalMs: options.scrapeIntervalMs ?? initial.settings.scrapeIntervalMs,
@@ -159,6 +170,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     },
   });
   fleet.start();
+  lifetime.own('fleet', () => fleet.stop());
   metrics.policyGeneration.set(initial.generation);
   // The initial load is a load: count it, and start every result at 0.
   metrics.seedReloads((options.policy.status?.() as { reloads?: Record<string, number> } | undefined)?.reloads ?? { live: 1 });
@@ -331,17 +343,22 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
 
   options.policy.on?.('reload', (outcome) => metrics.policyReloads.inc({ result: outcome.result! }));
   options.policy.on?.('control-plane', (status) => metrics.setControlPlaneUp(status.state === 'ok'));
-  options.policy.onSwap?.((snapshot) => {
-    void (async () => {
-      await replicas.sync(snapshot);
-      fleet.update(targets(snapshot));
-      upstreams.retain(new Set([...snapshot.replicas.values()].map((r) => replicas.urlOf(r))));
-      metrics.policyGeneration.set(snapshot.generation);
-      for (const pool of snapshot.pools) metrics.seedPool(pool.key);
-    })().catch((error) => app.log.error({ err: error }, 'applying the new policy to the fleet failed'));
+  lifetime.onSwap(async (snapshot) => {
+    await replicas.sync(snapshot);
+    fleet.update(targets(snapshot));
+    upstreams.retain(new Set([...snapshot.replicas.values()].map((r) => replicas.urlOf(r))));
+    metrics.policyGeneration.set(snapshot.generation);
+    for (const pool of snapshot.pools) metrics.seedPool(pool.key);
   });
+  lifetime.follow(options.policy);
 
   let admin: Awaited<ReturnType<typeof startAdminListener>> | undefined;
+  // Admin closes after the public app: operators can watch the drain on /admin/state.
+  lifetime.own('admin listener', () => admin?.app.close());
+  const publicApp = app;
+  lifetime.own('public listener', (graceMs) => drain(publicApp, graceMs));
+  // Watchers of the decision stream are not requests to finish: they go first.
+  lifetime.own('decision stream', () => decisions.stream.close());
   let address: string;
   try {
     const listen = options.listen !== false;
@@ -349,11 +366,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     address = listen ? await app.listen({ port: options.port ?? 8080, host: options.host ?? '127.0.0.1' }) : (await app.ready(), '');
   } catch (error) {
     // Nothing half-started stays behind: the caller reports one line and exits.
-    await admin?.app.close();
-    await app.close();
-    await fleet.stop();
-    await upstreams.close();
-    await replicas.close();
+    await lifetime.close(0).catch(() => {});
     throw error;
   }
   return {
@@ -366,23 +379,19 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     metrics,
     decisions,
     lifecycle,
-    async close(graceMs = DRAIN_MS) {
+    close(graceMs = DRAIN_MS) {
       closing = true;
-      // Watchers of the decision stream are not requests to finish.
-      decisions.stream.close();
-      // app.close() stops accepting and waits for in-flight requests, bounded.
-      // Keep-alive connections go as soon as their response is done.
-      const sweep = setInterval(() => app.server.closeIdleConnections(), 50);
-      await Promise.race([app.close(), new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
-      clearInterval(sweep);
-      app.server.closeAllConnections();
-      // Admin last: operators can watch the drain on /admin/state.
-      await admin?.app.close();
-      await fleet.stop();
-      await upstreams.close();
-      await replicas.close();
+      return lifetime.close(graceMs);
     },
   };
+}
+
+/** Stops accepting and lets in-flight requests finish, bounded by `graceMs`; keep-alive connections go as soon as their response is done. */
+async function drain(app: FastifyInstance, graceMs: number): Promise<void> {
+  const sweep = setInterval(() => app.server.closeIdleConnections(), 50);
+  await Promise.race([app.close(), new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
+  clearInterval(sweep);
+  app.server.closeAllConnections();
 }
 
 /** x-request-id from the client when it is sane, else a short unique id. */
