@@ -79,8 +79,8 @@ test('a strategy whose answer throws when read is skipped as a bad answer; the r
     {},
     { onFault: (_p, strategy, fault, detail) => faults.push(`${strategy}:${fault}:${detail}`) },
   );
-  assert.equal(d.status, 200);
-  assert.equal(d.strategy, 'least-load');
+  assert.equal(d.value.status, 200);
+  assert.equal(d.value.strategy, 'least-load');
   assert.deepEqual(faults, ['trapper:bad_answer:its answer threw when read: trap']);
   assert.ok(d.trace.replica!.alternatives!.some((a) => a.name === 'trapper' && a.note === 'skipped: its answer could not be read'));
 });
