@@ -28,7 +28,7 @@ import { uncachedPromptTokens, type CachedPrefixLookup } from '../fleet/uncached
 import { QUOTA_WAIT_ROUNDS, quotaWait } from '../quota/wait.ts';
 import { countRequestTokens } from '../tokens/request-path.ts';
 import type { Upstreams } from './upstream.ts';
-import type { AttemptStarted, RequestFinished, RequestLifecycle } from './request-lifecycle.ts';
+import type { AttemptStarted, RequestLifecycle } from './request-lifecycle.ts';
 import { UpstreamBody } from './upstream-body.ts';
 import { UsageSettlement } from './settle-usage.ts';
 import type { UsageTap } from './usage-tap.ts';
@@ -155,8 +155,6 @@ async function route(
     decidedAt,
     decisionMs: decidedAt - startedAt - waitedMs,
   });
-  const finish = (end: Omit<RequestFinished, 'request' | 'endpoint' | 'facts' | 'generation' | 'durationMs'>) =>
-    lifecycle.finished({ request, endpoint, facts, generation, durationMs: performance.now() - startedAt, ...end });
 
   if (!first.ok) {
     const { action, tenant: tenantId } = first.known;
@@ -165,7 +163,19 @@ async function route(
     const quotaHeaders =
       tenant && first.rejection.code === 'quota_exceeded' ? rateLimitHeaders(deps.env.quota, tenant.id, tenant.quotas, deps.env.now()) : NO_HEADERS;
     shape.writeError(res, first.rejection, request.id, headerRecord(quotaHeaders));
-    finish({ decision: first, refusal: first, outcome: 'rejected', status: first.rejection.status, attempts: 0, retried: false });
+    lifecycle.finished({
+      request,
+      endpoint,
+      facts,
+      generation,
+      durationMs: performance.now() - startedAt,
+      decision: first,
+      refusal: first,
+      outcome: 'rejected',
+      status: first.rejection.status,
+      attempts: 0,
+      retried: false,
+    });
     return;
   }
   // Only a request whose facts were read is admitted.
@@ -257,7 +267,20 @@ async function route(
         );
         shape.writeError(res, none, request.id);
         const refusal = rejectedWith(none, retry.known, retry.trace, retry.handles);
-        finish({ decision, refusal, outcome: 'upstream_error', status: none.status, attempts, retried: true, failure: result.cause });
+        lifecycle.finished({
+          request,
+          endpoint,
+          facts,
+          generation,
+          durationMs: performance.now() - startedAt,
+          decision,
+          refusal,
+          outcome: 'upstream_error',
+          status: none.status,
+          attempts,
+          retried: true,
+          failure: result.cause,
+        });
         return;
       }
       deps.metrics.retries.inc({ pool: pool.key, cause: result.cause });
@@ -278,7 +301,12 @@ async function route(
     status = failure.status;
   } else if (result.kind === 'done') status = result.status;
   complete(decision, outcome === 'ok', hooks);
-  finish({
+  lifecycle.finished({
+    request,
+    endpoint,
+    facts,
+    generation,
+    durationMs: performance.now() - startedAt,
     decision,
     outcome,
     status,
