@@ -151,7 +151,10 @@ export class IncrementalRenderer {
       this.#roots.set(key, known);
       return known;
     }
-    const env = chatEnvironment(this.#folder, input, now);
+    // PRE reads at most the first message and the list's length (through its alias): the rest stand in
+    // empty, so a kept root holds one message, not its first conversation.
+    const stand = input.messages.map((m, i) => (i === 0 ? templateMessage(m) : {}));
+    const env = chatEnvironment(this.#folder, input, now, stand);
     const output = this.#interpreter.evaluateBlock(this.plan.pre, env).value;
     let offset = 0;
     if (this.plan.alias !== undefined) {
