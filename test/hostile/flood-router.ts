@@ -61,7 +61,20 @@ const delay = monitorEventLoopDelay({ resolution: 5 });
 delay.enable();
 let peakRss = process.memoryUsage().rss;
 setInterval(() => (peakRss = Math.max(peakRss, process.memoryUsage().rss)), 20).unref();
-process.on('message', () => {
+/** What the machine's load makes of a fixed block: the median of five JSON.parse calls of an 8 MB body (test/hostile/body-block-bounds.test.ts). */
+function calibrate(): number {
+  const text = JSON.stringify({ messages: [{ role: 'user', content: 'a '.repeat(4_000_000) }] });
+  const times: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const started = performance.now();
+    JSON.parse(text);
+    times.push(performance.now() - started);
+  }
+  return times.sort((a, b) => a - b)[2];
+}
+
+process.on('message', (message) => {
+  if (message === 'calibrate') return void process.send?.({ parseMs: calibrate() });
   process.send?.({ maxBlockMs: delay.max / 1e6, peakRssMb: peakRss / 2 ** 20, rssMb: process.memoryUsage().rss / 2 ** 20 });
   delay.reset();
   peakRss = process.memoryUsage().rss;

@@ -33,6 +33,8 @@ export interface FloodRouter {
   readonly child: ChildProcess;
   /** The figures since the previous call (the first call only starts the count). */
   report(): Promise<FloodRouterReport>;
+  /** How long the router's process takes, now, to JSON.parse an 8 MB body (ms): the machine's load, as a block. */
+  parseMs(): Promise<number>;
   /** SIGINT (an orderly exit: a --cpu-prof profile gets written), awaited. */
   close(): Promise<void>;
 }
@@ -49,6 +51,11 @@ export function startFloodRouter(env: Record<string, string> = {}, nodeArgs: str
       child.once('message', (m) => resolve(m as FloodRouterReport));
       child.send('report');
     });
+  const parseMs = () =>
+    new Promise<number>((resolve) => {
+      child.once('message', (m) => resolve((m as { parseMs: number }).parseMs));
+      child.send('calibrate');
+    });
   const close = () =>
     new Promise<void>((resolve) => {
       if (child.exitCode !== null || child.signalCode !== null) return resolve();
@@ -56,7 +63,7 @@ export function startFloodRouter(env: Record<string, string> = {}, nodeArgs: str
       child.kill('SIGINT');
     });
   return new Promise((resolve, reject) => {
-    child.once('message', (m) => resolve({ url: (m as { url: string }).url, child, report, close }));
+    child.once('message', (m) => resolve({ url: (m as { url: string }).url, child, report, parseMs, close }));
     child.once('exit', (code) => reject(new Error(`flood router exited with ${code} before it was ready`)));
   });
 }
