@@ -24,7 +24,7 @@ const WINDOW_MS = 250;
  * the same process at the same time; now the largest step of a body is about that one parse. A loaded machine
  * (the router's process descheduled, everything slower) raises the bound with the parse.
  */
-const blockBoundMs = (parseMs: number) => Math.max(70, 3 * parseMs);
+const blockBoundMs = (parseMs: number) => Math.max(90, 3 * parseMs);
 /**
  * Past this (4-8 times a quiet machine's 8-15 ms), the router's process is starved of CPU: its blocks are the
  * scheduler's, and only what it answered is checked.
