@@ -2,11 +2,13 @@
 // (third-party) strategy against the same strategy inline, over 16 and 128
 // candidates, p50/p99 in µs, with the hooks the router sends (onRouted each
 // pick). Two plugins: a trivial one (first candidate: the cage's own cost)
-// and the example least-kv (real work). By default both sides park between
-// calls (a futex wake per call); "spin 50 µs" busy-waits first, which wins
-// only when a core is free for each thread.
+// and the example least-kv (real work). Caged two ways, interleaved row by
+// row: "thread" (the plugin's worker thread in the router's process) and
+// "process" (the default: the worker in a process of its own, each call
+// relayed over a pipe). Then the memory each caged plugin costs: the router's
+// RSS growth per cage and, for "process", the plugin process's own RSS.
 //   node --import tsx bench/pick.ts [picks]
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CageSkip } from '../core/plugins/cage/skip.ts';
@@ -61,15 +63,15 @@ function measure(definition: StrategyDefinition, size: number, gapMicros: number
 }
 
 const inline = new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: join(work, 'inline'), isolate: false });
-const caged = new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: join(work, 'caged') });
-const spinning = new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: join(work, 'spinning'), cage: { spinMicros: 50 } });
+const threads = new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: join(work, 'thread'), cage: { isolation: 'thread' } });
+const processes = new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: join(work, 'process'), cage: { isolation: 'process' } });
 const rows: string[][] = [];
 for (const file of ['first.mjs', 'least-kv.ts']) {
   const path = join(work, file);
   const variants = [
     ['inline', (await inline.loadFile(path)).plugin!.definition],
-    ['caged', (await caged.loadFile(path)).plugin!.definition],
-    ['caged, spin 50 µs', (await spinning.loadFile(path)).plugin!.definition],
+    ['caged, thread', (await threads.loadFile(path)).plugin!.definition],
+    ['caged, process', (await processes.loadFile(path)).plugin!.definition],
   ] as const;
   for (const size of [16, 128]) {
     for (const gap of [0, 200]) {
@@ -90,7 +92,41 @@ for (const file of ['first.mjs', 'least-kv.ts']) {
     }
   }
 }
-await Promise.all([inline.close(), caged.close(), spinning.close()]);
+await Promise.all([inline.close(), threads.close(), processes.close()]);
+
+/** Resident memory of process `pid` (this one by default), MB, as the kernel counts it. */
+function rssMb(pid: number | 'self' = 'self'): number {
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN);
+  return kb / 1024;
+}
+
+// Memory per caged plugin: CAGES of the trivial plugin, each its own file, one mode at a time.
+const CAGES = 4;
+const memory: string[] = [];
+for (const isolation of ['thread', 'process'] as const) {
+  const loader = new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: join(work, `memory-${isolation}`), cage: { isolation } });
+  const before = rssMb();
+  const pids: number[] = [];
+  for (let i = 0; i < CAGES; i++) {
+    const path = join(work, `memory-${isolation}-${i}.mjs`);
+    writeFileSync(path, readFileSync(join(work, 'first.mjs'), 'utf8').replace("name: 'first'", `name: 'first${i}'`));
+    const plugin = (await loader.loadFile(path)).plugin!;
+    const instance = plugin.definition.create({}, context());
+    for (let n = 0; n < 1000; n++) {
+      try {
+        instance.pick(request(), fleet(16));
+      } catch (error) {
+        if (!(error instanceof CageSkip)) throw error;
+      }
+    }
+    const pid = plugin.cage?.status().pid;
+    if (pid !== undefined) pids.push(pid);
+  }
+  const router = (rssMb() - before) / CAGES;
+  const own = pids.length ? pids.map((pid) => rssMb(pid)).reduce((a, b) => a + b, 0) / pids.length : 0;
+  memory.push(`${isolation}: router +${router.toFixed(1)} MB per cage${pids.length ? `, plugin process ${own.toFixed(1)} MB RSS each` : ''}`);
+  await loader.close();
+}
 rmSync(work, { recursive: true, force: true });
 
 const header = ['plugin', 'candidates', 'gap', 'how', 'p50 µs', 'p99 µs', 'p50 vs inline', 'skipped'];
@@ -99,3 +135,5 @@ const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join(
 console.log(`pick cost, ${PICKS} answered picks each after 2,000 warm-up (node ${process.version}); skipped: calls that timed out (20 ms), not timed`);
 console.log(line(header));
 for (const row of rows) console.log(line(row));
+console.log(`memory per caged plugin (${CAGES} cages of the trivial plugin, after 1,000 picks each):`);
+for (const m of memory) console.log(`  ${m}`);

@@ -99,3 +99,42 @@ for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
     }
   });
 }
+
+test('SWITCHYARD_PLUGIN_ISOLATION=thread runs plugins in worker threads of the router: no plugin process', { timeout: 120_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sy-plugin-processes-'));
+  mkdirSync(join(dir, 'plugins'));
+  writeFileSync(join(dir, 'plugins', 'idle.mjs'), IDLE);
+  writeFileSync(join(dir, 'models.yaml'), TINY_MODELS);
+  writeFileSync(join(dir, 'tenants.yaml'), OPEN_TENANTS);
+  writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\nplugin_dirs: [plugins]\ndecision_headers: full\n');
+  writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 2, strategies: '[idle, round-robin]' }));
+  const [port, adminPort] = [await freePort(), await freePort()];
+  const router = startChild(
+    process.execPath,
+    [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--emulator-speed', '20'],
+    { env: { NODE_OPTIONS: '', SWITCHYARD_PLUGIN_ISOLATION: 'thread' } },
+  );
+  try {
+    await waitUntil('the router to answer', async () => ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok ? true : undefined), 60_000, router);
+    // The caged plugin answers (the first request may find it not yet warm).
+    await waitUntil(
+      'the plugin to pick',
+      async () => {
+        const response = await fetch(`http://127.0.0.1:${port}/v1/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'tiny', prompt: 'hello there', max_tokens: 1 }),
+        });
+        await response.arrayBuffer();
+        return response.headers.get('x-switchyard-reason') === 'idle: idle' ? true : undefined;
+      },
+      30_000,
+      router,
+    );
+    const plugins = [...childrenOf(router.process.pid!).values()].filter((cmdline) => /switchyard-cage\/child\.\w+\.mjs/.test(cmdline));
+    assert.deepEqual(plugins, []);
+  } finally {
+    await router.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
