@@ -202,7 +202,16 @@ export class PluginCage {
     const relay =
       limits.isolation === 'thread'
         ? undefined
-        : await startRelay({ workerScript, spinMicros: limits.spinMicros, heapMb: limits.heapMb, heapHeadroomMb: limits.heapHeadroomMb }, moduleUrl);
+        : await startRelay(
+            {
+              workerScript,
+              spinMicros: limits.spinMicros,
+              heapMb: limits.heapMb,
+              heapHeadroomMb: limits.heapHeadroomMb,
+              maxMessagesPerSecond: limits.maxMessagesPerSecond,
+            },
+            moduleUrl,
+          );
     const shared = relay?.shared ?? new SharedArrayBuffer(SHARED_BYTES);
     const worker =
       relay?.worker ??
@@ -700,6 +709,9 @@ export class PluginCage {
     if (!this.#tick() || message === null || typeof message !== 'object') return;
     if (message.type === 'memory') {
       this.#checkMemory();
+    } else if (message.type === 'flooding') {
+      // Counted in the plugin's process, where the worker's messages arrive at the rate it sends them.
+      this.#quarantineNow('flooding', `sent over ${this.limits.maxMessagesPerSecond} messages in a second`);
     } else if (message.type === 'process-exit') {
       const end = processEnd(message);
       this.#quarantineNow(end.reason, end.detail);

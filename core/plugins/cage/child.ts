@@ -43,6 +43,11 @@ export interface ProcessInit {
   readonly spinMicros: number;
   readonly heapMb: number;
   readonly heapHeadroomMb: number;
+  /**
+   * The worker's messages per second past which it floods. Counted here, one hop from the worker: after the
+   * pipe and the relay, a burst may reach the router spread over more than a second on a busy machine.
+   */
+  readonly maxMessagesPerSecond: number;
 }
 
 /** A message of the worker's larger than this is not passed on (the router would cut it anyway). */
@@ -64,7 +69,41 @@ let nextTag = 0;
 let watching = false;
 let sentMemory = { heap: -1, external: -1 };
 
-const send = (chunk: Buffer): void => void process.stdout.write(chunk);
+/** The worker's messages of this event-loop turn, written together: one write for a burst, not one each. */
+let pending: Buffer[] = [];
+/** A burst past this many in one turn is cut: the router quarantines a plugin for far fewer a second. */
+const MAX_MESSAGES_PER_TURN = 10_000;
+
+const send = (chunk: Buffer): void => {
+  flushMessages();
+  process.stdout.write(chunk);
+};
+
+let floodWindow = { start: 0, messages: 0, reported: false };
+
+function queueMessage(chunk: Buffer, limit: number): void {
+  const t = Date.now();
+  if (t - floodWindow.start >= 1000) floodWindow = { start: t, messages: 0, reported: floodWindow.reported };
+  if (++floodWindow.messages > limit) {
+    // Said once; the router quarantines the plugin and ends this process.
+    if (!floodWindow.reported) {
+      floodWindow.reported = true;
+      pending.push(frame(F_MESSAGE, 0, 0, 0, 0, serialize({ type: 'flooding' })));
+      if (pending.length === 1) setImmediate(flushMessages);
+    }
+    return;
+  }
+  if (pending.length >= MAX_MESSAGES_PER_TURN) return;
+  if (pending.length === 0) setImmediate(flushMessages);
+  pending.push(chunk);
+}
+
+function flushMessages(): void {
+  if (pending.length === 0) return;
+  const chunks = pending;
+  pending = [];
+  process.stdout.write(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
+}
 
 // The relay gone (the router stopped or died): nothing is left to serve. SIGKILL, not exit(): a plugin
 // inside one long runtime call would hold a clean exit up.
@@ -140,9 +179,12 @@ function start(init: ProcessInit): void {
     } catch {
       return;
     }
-    if (body.length <= MAX_MESSAGE_BYTES) send(frame(F_MESSAGE, 0, 0, 0, 0, body));
+    if (body.length <= MAX_MESSAGE_BYTES) queueMessage(frame(F_MESSAGE, 0, 0, 0, 0, body), init.maxMessagesPerSecond);
     else if (message !== null && typeof message === 'object' && 'type' in message)
-      send(frame(F_MESSAGE, 0, 0, 0, 0, serialize({ type: (message as { type: unknown }).type, message: '(a message too large to pass on)' })));
+      queueMessage(
+        frame(F_MESSAGE, 0, 0, 0, 0, serialize({ type: (message as { type: unknown }).type, message: '(a message too large to pass on)' })),
+        init.maxMessagesPerSecond,
+      );
   });
   worker.on('error', (error: Error & { code?: string }) => (lastError = { message: String(error.message).slice(0, 500), code: error.code }));
   worker.on('exit', (code) => {
