@@ -85,11 +85,12 @@ function queueMessage(chunk: Buffer, limit: number): void {
   const t = Date.now();
   if (t - floodWindow.start >= 1000) floodWindow = { start: t, messages: 0, reported: floodWindow.reported };
   if (++floodWindow.messages > limit) {
-    // Said once; the router quarantines the plugin and ends this process.
+    // Said once, at once and ahead of what is queued (a flooding plugin's lines are not worth passing on): the router
+    // quarantines the plugin and ends this process.
     if (!floodWindow.reported) {
       floodWindow.reported = true;
-      pending.push(frame(F_MESSAGE, 0, 0, 0, 0, serialize({ type: 'flooding' })));
-      if (pending.length === 1) setImmediate(flushMessages);
+      pending = [];
+      process.stdout.write(frame(F_MESSAGE, 0, 0, 0, 0, serialize({ type: 'flooding' })));
     }
     return;
   }
