@@ -114,7 +114,7 @@ export function decide(
     trace[placed.at] = placed.trace;
     return rejectedWith(placed.rejection, knownOf(requestId, tenant, level, placed.chosen), trace);
   }
-  const routed = new Routed(facts, generation.settings, placed, tenant.id, priority, maxTokens, options.blockHashes);
+  const routed = new Routed({ facts, settings: generation.settings, chosen: placed, tenant: tenant.id, priority, maxTokens, blockHashes: options.blockHashes });
   const replicaStep: ReplicaChoice = placed.pinned
     ? pinnedChoice(placed.pinned)
     : chooseReplica(routed, placed.pool, placed.candidates, options.pickBudgetMs ?? 1, env.clock);
@@ -251,15 +251,16 @@ class Routed implements RoutedRequest {
   readonly #blockHashes: DecideOptions['blockHashes'];
   #hashes: readonly number[] | undefined;
 
-  constructor(
-    facts: RequestFacts,
-    settings: Generation['settings'],
-    chosen: Placement,
-    tenant: string,
-    priority: Priority,
-    maxTokens: number,
-    blockHashes: DecideOptions['blockHashes'],
-  ) {
+  constructor(parts: {
+    readonly facts: RequestFacts;
+    readonly settings: Generation['settings'];
+    readonly chosen: Placement;
+    readonly tenant: string;
+    readonly priority: Priority;
+    readonly maxTokens: number;
+    readonly blockHashes: DecideOptions['blockHashes'];
+  }) {
+    const { facts, settings, chosen, tenant, priority, maxTokens, blockHashes } = parts;
     this.id = facts.requestId;
     this.model = chosen.model.id;
     this.version = chosen.version.version;
