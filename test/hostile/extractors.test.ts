@@ -15,6 +15,9 @@ import { charsPerTokenEstimator } from '../../core/facts/tokens.ts';
 import { DecisionLog, MAX_STRING_CHARS } from '../../core/observe/decision-log.ts';
 import { jsonComplexity } from '../../core/serve/json-body.ts';
 import type { Decision } from '../../core/decide/decide.ts';
+import { rejectedWith } from '../../core/decide/decision.ts';
+import type { DecisionTrace } from '../../core/decide/trace.ts';
+import type { Rejection } from '../../core/errors.ts';
 
 const OLD_CODE_MARKS =
   /```|^\s*(def|class|import|from|function|fn|func|public|private|#include|package|const|let|var)\s+\S|;\s*$|\)\s*\{\s*$|=>\s*\{|^\s*(if|for|while)\s*\(.*\)\s*\{/m;
@@ -196,13 +199,10 @@ test('the JSON pre-scan counts depth and values outside strings only', () => {
 });
 
 function fakeDecision(model: string): Decision {
-  return {
-    requestId: 'req-1',
-    status: 404,
-    reason: `model_not_found: The model \`${model}\` does not exist.`,
-    rejection: { code: 'model_not_found', status: 404, type: 'not_found_error', message: `The model \`${model}\` does not exist.` },
-    trace: { model: { decidedBy: 'model lookup', reason: `no model ${model}`, facts: { requestedModel: model } } },
-  } as unknown as Decision;
+  const rejection = { code: 'model_not_found', status: 404, type: 'not_found_error', message: `The model \`${model}\` does not exist.` } as const;
+  return rejectedWith(rejection as unknown as Rejection, { requestId: 'req-1' }, {
+    model: { decidedBy: 'model lookup', reason: `no model ${model}`, facts: { requestedModel: model } },
+  } as unknown as DecisionTrace);
 }
 
 test('the decision log cuts long strings, keeps no hidden copy of them, and stays within its bytes', () => {
