@@ -137,6 +137,11 @@ export class PluginLoader {
     this.#isolate = options.isolate ?? true;
     this.#limits = { ...DEFAULT_CAGE_LIMITS, ...options.cage };
     this.#log = options.log;
+    // A misspelt isolation must not pass unnoticed: the process cage stands, and the log says why.
+    const asked = process.env.SWITCHYARD_PLUGIN_ISOLATION;
+    if (asked !== undefined && asked !== 'process' && asked !== 'thread') {
+      this.#log?.warn(`SWITCHYARD_PLUGIN_ISOLATION=${JSON.stringify(asked.slice(0, 40))} is neither "process" nor "thread": plugins run in processes`);
+    }
   }
 
   get stats(): LoaderStats {
