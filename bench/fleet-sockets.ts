@@ -74,8 +74,8 @@ async function runBench() {
       rows.push(formatRow(lane.label, result));
       console.log(rows.at(-1));
     }
-    console.log('\n| chain | requests (errors) | hit rate | TTFT p50 / p99 | decided by | KV event batches (all routers) |');
-    console.log('| --- | --- | --- | --- | --- | --- |');
+    console.log('\n| chain | requests (errors) | hit rate | TTFT p50 / p99 | decided by | KV event batches (all routers) | KV index lookups |');
+    console.log('| --- | --- | --- | --- | --- | --- | --- |');
     for (const row of rows) console.log(row);
   } finally {
     busy?.kill();
@@ -91,6 +91,8 @@ interface LaneResult {
   ttftMs: number[];
   decided: Map<string, number>;
   kvBatches: Map<string, number>;
+  /** Prompts looked up in the KV index, matched or unmatched. */
+  kvLookups: Map<string, number>;
   seconds: number;
 }
 
@@ -103,9 +105,10 @@ function formatRow(label: string, r: LaneResult): string {
     .map(([s, n]) => `${s} ${((100 * n) / decidedTotal).toFixed(0)}%`)
     .join(', ');
   const kv = [...r.kvBatches].map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
+  const lookups = [...r.kvLookups].map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
   const hit = r.promptTokens ? `${((100 * r.cachedTokens) / r.promptTokens).toFixed(1)}%` : '—';
   const errors = r.firstError ? `${r.errors}: ${r.firstError}` : String(r.errors);
-  return `| \`${label}\` | ${r.requests} (${errors}) in ${r.seconds.toFixed(0)} s | ${hit} | ${q(0.5)} / ${q(0.99)} ms | ${decided} | ${kv} |`;
+  return `| \`${label}\` | ${r.requests} (${errors}) in ${r.seconds.toFixed(0)} s | ${hit} | ${q(0.5)} / ${q(0.99)} ms | ${decided} | ${kv} | ${lookups} |`;
 }
 
 async function freePort(): Promise<number> {
@@ -177,7 +180,17 @@ async function runLane(chain: string[], spec: ReturnType<typeof cachePressureWor
     }
     for (const r of routers) await waitFor(`http://127.0.0.1:${r.admin}/readyz`, r.child);
 
-    const result: LaneResult = { requests: 0, errors: 0, promptTokens: 0, cachedTokens: 0, ttftMs: [], decided: new Map(), kvBatches: new Map(), seconds: 0 };
+    const result: LaneResult = {
+      requests: 0,
+      errors: 0,
+      promptTokens: 0,
+      cachedTokens: 0,
+      ttftMs: [],
+      decided: new Map(),
+      kvBatches: new Map(),
+      kvLookups: new Map(),
+      seconds: 0,
+    };
     const source = new SyntheticSource(spec, seed, [{ weight: 1, model: MODEL }]);
     // tenants.yaml above: the one tenant's key, sk-test, by its sha256.
     const pick = seededRandom(`${seed}:routers`);
@@ -252,6 +265,7 @@ async function runLane(chain: string[], spec: ReturnType<typeof cachePressureWor
       const text = await (await fetch(`http://127.0.0.1:${r.admin}/metrics`)).text();
       addMetric(text, 'switchyard_replica_decisions_total', 'strategy', result.decided);
       addMetric(text, 'switchyard_kv_event_batches_total', 'result', result.kvBatches);
+      addMetric(text, 'switchyard_kv_lookups_total', 'result', result.kvLookups);
     }
     return result;
   } finally {
