@@ -60,3 +60,19 @@ export async function waitUntil<T>(what: string, probe: () => Promise<T | undefi
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }
+
+/**
+ * The addresses a `switchyard serve --port 0 --admin-port 0` child says it listens on. Ports the
+ * router picks itself: a port found free and handed over can be taken by a parallel test meanwhile.
+ */
+export async function routingUrls(child: Child, timeoutMs = 60_000): Promise<{ url: string; adminUrl: string }> {
+  return waitUntil(
+    'the router to say where it listens',
+    async () => {
+      const line = /"url":"(http:[^"]+)","admin":"(http:[^"]+)"[^\n]*"msg":"switchyard is routing"/.exec(child.output());
+      return line ? { url: line[1], adminUrl: line[2] } : undefined;
+    },
+    timeoutMs,
+    child,
+  );
+}

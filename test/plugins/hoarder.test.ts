@@ -11,7 +11,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OPEN_TENANTS, TINY_MODELS, tinyPool } from '../helpers/router.ts';
-import { freePort, startChild, SWITCHYARD_BIN, waitUntil } from '../observe/process.ts';
+import { routingUrls, startChild, SWITCHYARD_BIN, waitUntil } from '../observe/process.ts';
 
 const REQUESTS = 30;
 
@@ -44,17 +44,12 @@ for (const [what, keep] of [
     writeFileSync(join(dir, 'tenants.yaml'), OPEN_TENANTS);
     writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\nplugin_dirs: [plugins]\ndecision_headers: full\n');
     writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 2, strategies: '[hoarder, round-robin]' }));
-    const [port, adminPort] = [await freePort(), await freePort()];
-    const router = startChild(
-      process.execPath,
-      [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--emulator-speed', '20'],
-      {
-        env: { NODE_OPTIONS: '' },
-      },
-    );
-    const url = `http://127.0.0.1:${port}`;
+    const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', '0', '--admin-port', '0', '--emulator-speed', '20'], {
+      env: { NODE_OPTIONS: '' },
+    });
     const alive = () => router.process.exitCode === null && router.process.signalCode === null;
     try {
+      const { url, adminUrl } = await routingUrls(router);
       await waitUntil('the router to answer', async () => ((await fetch(`${url}/healthz`)).ok ? true : undefined), 60_000, router);
       const reasons: string[] = [];
       for (let i = 0; i < REQUESTS; i++) {
@@ -78,7 +73,7 @@ for (const [what, keep] of [
       const metrics = await waitUntil(
         'the quarantine metric',
         async () => {
-          const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
+          const text = await (await fetch(`${adminUrl}/metrics`)).text();
           return /switchyard_plugin_quarantined\{plugin="hoarder",reason="(memory|stuck)"\} 1/.test(text) ? text : undefined;
         },
         30_000,
