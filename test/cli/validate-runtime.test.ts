@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OPEN_TENANTS, TINY_MODELS, tinyPool, until } from '../helpers/router.ts';
-import { freePort } from '../observe/process.ts';
+import { routingUrls, startChild, SWITCHYARD_BIN } from '../observe/process.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const STACK = /^\s+at .+:\d+:\d+\)?$/m;
@@ -86,20 +86,13 @@ test("a problem in a pools file's defaults is reported once, not once per pool",
 
 test('a running router refuses a reload naming an unknown emulate:// profile, and keeps every replica serving', { timeout: 90_000 }, async () => {
   const dir = policyDir({ 'pools.yaml': pool('      - { id: r0, url: "emulate://tiny" }\n'), 'settings.yaml': 'kind: settings\ndecision_headers: full\n' });
-  const port = await freePort();
-  const adminPort = await freePort();
-  const child = spawn(
-    process.execPath,
-    ['bin/switchyard.mjs', 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--log-level', 'warn'],
-    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let output = '';
-  child.stdout!.on('data', (d: Buffer) => (output += d));
-  child.stderr!.on('data', (d: Buffer) => (output += d));
+  // The router picks its own ports; a port found free and handed over can be taken meanwhile.
+  const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', '0', '--admin-port', '0'], { cwd: ROOT });
   try {
+    const { url, adminUrl } = await routingUrls(router, 45_000);
     await until(
       () =>
-        fetch(`http://127.0.0.1:${port}/readyz`).then(
+        fetch(`${url}/readyz`).then(
           (r) => r.ok,
           () => false,
         ),
@@ -107,13 +100,13 @@ test('a running router refuses a reload naming an unknown emulate:// profile, an
       'serve to answer',
     );
     writeFileSync(join(dir, 'pools.yaml'), pool('      - { id: r0, url: "emulate://tiny" }\n      - { id: r1, url: "emulate://nope" }\n'));
-    const reload = (await (await fetch(`http://127.0.0.1:${adminPort}/admin/reload`, { method: 'POST', headers: { 'x-switchyard-admin': '1' } })).json()) as {
+    const reload = (await (await fetch(`${adminUrl}/admin/reload`, { method: 'POST', headers: { 'x-switchyard-admin': '1' } })).json()) as {
       result: string;
       errors: string[];
     };
     assert.equal(reload.result, 'refused');
     assert.match(reload.errors.join('\n'), /pools\.yaml:8:\d+: replica "r1": "emulate:\/\/nope" names no engine profile/);
-    const state = (await (await fetch(`http://127.0.0.1:${adminPort}/admin/state`)).json()) as {
+    const state = (await (await fetch(`${adminUrl}/admin/state`)).json()) as {
       policy: { generation: number; disk: { matchesLive: boolean } };
       replicas: { id: string }[];
     };
@@ -123,16 +116,15 @@ test('a running router refuses a reload naming an unknown emulate:// profile, an
       state.replicas.map((r) => r.id),
       ['r0'],
     );
-    const answer = await fetch(`http://127.0.0.1:${port}/v1/completions`, {
+    const answer = await fetch(`${url}/v1/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 1 }),
     });
     assert.equal(answer.status, 200);
-    assert.doesNotMatch(output, STACK);
+    assert.doesNotMatch(router.output(), STACK);
   } finally {
-    child.kill('SIGTERM');
-    await new Promise((resolve) => child.once('close', resolve));
+    await router.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import { OPEN_TENANTS } from '../helpers/router.ts';
-import { freePort, startChild, SWITCHYARD_BIN, waitUntil } from '../observe/process.ts';
+import { routingUrls, startChild, SWITCHYARD_BIN, waitUntil } from '../observe/process.ts';
 
 const plugin = (name: string, pick: string, top = '') => `${top}
 export default {
@@ -50,18 +50,15 @@ test('SIGTERM after plugins were quarantined (stuck, memory, flooding, crashed) 
     join(dir, 'pools.yaml'),
     `kind: pools\npools:\n${names.map((n) => `  - name: p-${n}\n    model: m-${n}\n    version: v1\n    strategies: [${n}, round-robin]\n    replicas:\n      - { id: ${n}-0, url: "emulate://tiny" }\n`).join('')}`,
   );
-  const [port, adminPort] = [await freePort(), await freePort()];
-  const router = startChild(
-    process.execPath,
-    [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--emulator-speed', '20'],
-    { env: { NODE_OPTIONS: '' } },
-  );
-  const url = `http://127.0.0.1:${port}`;
+  const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', '0', '--admin-port', '0', '--emulator-speed', '20'], {
+    env: { NODE_OPTIONS: '' },
+  });
   // One keep-alive connection, as an SDK client holds it.
   const client = new Agent({ connections: 1, keepAliveTimeout: 60_000 });
   try {
+    const { url, adminUrl } = await routingUrls(router);
     await waitUntil('the router to answer', async () => ((await fetch(`${url}/healthz`)).ok ? true : undefined), 60_000, router);
-    const metricsText = async () => (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
+    const metricsText = async () => (await fetch(`${adminUrl}/metrics`)).text();
     for (const name of names) {
       await waitUntil(
         `${name} to be quarantined (${PLUGINS[name].reason})`,

@@ -11,7 +11,7 @@ import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { freePort, startChild, SWITCHYARD_BIN, waitUntil, type Child } from './process.ts';
+import { freePort, routingUrls, startChild, SWITCHYARD_BIN, waitUntil, type Child } from './process.ts';
 
 const DASHBOARD = new URL('../../deploy/grafana/switchyard-dashboard.json', import.meta.url).pathname;
 const QUOTA_KEY = 'sk-dashboard-tight';
@@ -119,30 +119,16 @@ test('every panel of the Grafana dashboard returns data for every value of its v
   const policies = join(dir, 'policies');
   const droppingUrl = `http://127.0.0.1:${(dropper.address() as { port: number }).port}`;
   writePolicy(policies, droppingUrl, 0);
-  const routerPort = await freePort();
-  const adminPort = await freePort();
-  const router = startChild(process.execPath, [
-    SWITCHYARD_BIN,
-    'serve',
-    '--policies',
-    policies,
-    '--port',
-    String(routerPort),
-    '--admin-port',
-    String(adminPort),
-    '--emulator-speed',
-    '20',
-    '--log-level',
-    'warn',
-  ]);
+  // The router picks its own ports (a port found free and handed over can be taken meanwhile).
+  const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', policies, '--port', '0', '--admin-port', '0', '--emulator-speed', '20']);
   children.push(router);
-  const routerUrl = `http://127.0.0.1:${routerPort}`;
+  const { url: routerUrl, adminUrl } = await routingUrls(router, 30_000);
   await waitUntil('the router to be ready', async () => ((await fetch(`${routerUrl}/readyz`)).ok ? true : undefined), 30_000, router);
 
   const promPort = await freePort();
   writeFileSync(
     join(dir, 'prometheus.yml'),
-    `global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: switchyard\n    static_configs:\n      - targets: ["127.0.0.1:${adminPort}"]\n`,
+    `global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: switchyard\n    static_configs:\n      - targets: ["${new URL(adminUrl).host}"]\n`,
   );
   const prometheus = startChild('prometheus', [
     `--config.file=${join(dir, 'prometheus.yml')}`,

@@ -66,13 +66,11 @@ export async function waitUntil<T>(what: string, probe: () => Promise<T | undefi
  * router picks itself: a port found free and handed over can be taken by a parallel test meanwhile.
  */
 export async function routingUrls(child: Child, timeoutMs = 60_000): Promise<{ url: string; adminUrl: string }> {
-  return waitUntil(
-    'the router to say where it listens',
-    async () => {
-      const line = /"url":"(http:[^"]+)","admin":"(http:[^"]+)"[^\n]*"msg":"switchyard is routing"/.exec(child.output());
-      return line ? { url: line[1], adminUrl: line[2] } : undefined;
-    },
-    timeoutMs,
-    child,
-  );
+  return waitUntil('the router to say where it listens', async () => routingUrlsIn(child.output()), timeoutMs, child);
+}
+
+/** The addresses in a router's 'switchyard is routing' log line (info level), if it printed one yet. */
+export function routingUrlsIn(output: string): { url: string; adminUrl: string } | undefined {
+  const line = /"url":"(http:[^"]+)","admin":"(http:[^"]+)"[^\n]*"msg":"switchyard is routing"/.exec(output);
+  return line ? { url: line[1], adminUrl: line[2] } : undefined;
 }

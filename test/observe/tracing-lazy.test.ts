@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OPEN_TENANTS, TINY_MODELS, tinyPool } from '../helpers/router.ts';
-import { freePort, startChild, SWITCHYARD_BIN, waitUntil } from './process.ts';
+import { routingUrls, startChild, SWITCHYARD_BIN, waitUntil } from './process.ts';
 
 /** Runs `serve` with `args` until it answers, and lists the modules it loaded. */
 async function modulesLoaded(dir: string, args: string[]): Promise<string[]> {
@@ -18,7 +18,6 @@ async function modulesLoaded(dir: string, args: string[]): Promise<string[]> {
     `import { appendFileSync } from 'node:fs';\nexport async function resolve(specifier, context, next) {\n  const resolved = await next(specifier, context);\n  appendFileSync(${JSON.stringify(log)}, resolved.url + '\\n');\n  return resolved;\n}\n`,
   );
   writeFileSync(join(dir, 'register.mjs'), `import { register } from 'node:module';\nregister(${JSON.stringify(`file://${hooks}`)});\n`);
-  const port = await freePort();
   const child = startChild(process.execPath, [
     '--import',
     join(dir, 'register.mjs'),
@@ -27,17 +26,16 @@ async function modulesLoaded(dir: string, args: string[]): Promise<string[]> {
     '--policies',
     join(dir, 'policies'),
     '--port',
-    String(port),
+    '0',
     '--admin-port',
     '0',
-    '--log-level',
-    'warn',
     ...args,
   ]);
   try {
-    await waitUntil('serve to answer', async () => ((await fetch(`http://127.0.0.1:${port}/readyz`)).ok ? true : undefined), 45_000, child);
+    const { url } = await routingUrls(child, 45_000);
+    await waitUntil('serve to answer', async () => ((await fetch(`${url}/readyz`)).ok ? true : undefined), 45_000, child);
     // A request too: the request path must not load it either.
-    await fetch(`http://127.0.0.1:${port}/v1/completions`, {
+    await fetch(`${url}/v1/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 1 }),

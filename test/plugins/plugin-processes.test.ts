@@ -12,7 +12,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OPEN_TENANTS, TINY_MODELS, tinyPool } from '../helpers/router.ts';
-import { freePort, startChild, SWITCHYARD_BIN, waitUntil } from '../observe/process.ts';
+import { routingUrls, startChild, SWITCHYARD_BIN, waitUntil } from '../observe/process.ts';
 
 const IDLE = `export default {
   name: 'idle', version: '1.0.0', sdk: '^1',
@@ -65,15 +65,13 @@ for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
     writeFileSync(join(dir, 'tenants.yaml'), OPEN_TENANTS);
     writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\nplugin_dirs: [plugins]\n');
     writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 2, strategies: '[spinner, idle, round-robin]' }));
-    const [port, adminPort] = [await freePort(), await freePort()];
-    const router = startChild(
-      process.execPath,
-      [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--emulator-speed', '20'],
-      { env: { NODE_OPTIONS: '' } },
-    );
+    const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', '0', '--admin-port', '0', '--emulator-speed', '20'], {
+      env: { NODE_OPTIONS: '' },
+    });
     const exited = new Promise<void>((resolve) => router.process.once('exit', () => resolve()));
     try {
-      await waitUntil('the router to answer', async () => ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok ? true : undefined), 60_000, router);
+      const { url } = await routingUrls(router);
+      await waitUntil('the router to answer', async () => ((await fetch(`${url}/healthz`)).ok ? true : undefined), 60_000, router);
       const plugins = await waitUntil(
         'both plugin processes and the spare',
         async () => {
@@ -108,19 +106,17 @@ test('SWITCHYARD_PLUGIN_ISOLATION=thread runs plugins in worker threads of the r
   writeFileSync(join(dir, 'tenants.yaml'), OPEN_TENANTS);
   writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\nplugin_dirs: [plugins]\ndecision_headers: full\n');
   writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 2, strategies: '[idle, round-robin]' }));
-  const [port, adminPort] = [await freePort(), await freePort()];
-  const router = startChild(
-    process.execPath,
-    [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--emulator-speed', '20'],
-    { env: { NODE_OPTIONS: '', SWITCHYARD_PLUGIN_ISOLATION: 'thread' } },
-  );
+  const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', '0', '--admin-port', '0', '--emulator-speed', '20'], {
+    env: { NODE_OPTIONS: '', SWITCHYARD_PLUGIN_ISOLATION: 'thread' },
+  });
   try {
-    await waitUntil('the router to answer', async () => ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok ? true : undefined), 60_000, router);
+    const { url } = await routingUrls(router);
+    await waitUntil('the router to answer', async () => ((await fetch(`${url}/healthz`)).ok ? true : undefined), 60_000, router);
     // The caged plugin answers (the first request may find it not yet warm).
     await waitUntil(
       'the plugin to pick',
       async () => {
-        const response = await fetch(`http://127.0.0.1:${port}/v1/completions`, {
+        const response = await fetch(`${url}/v1/completions`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
           body: JSON.stringify({ model: 'tiny', prompt: 'hello there', max_tokens: 1 }),

@@ -15,7 +15,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OPEN_TENANTS, TINY_MODELS, tinyPool } from '../helpers/router.ts';
-import { freePort, startChild, SWITCHYARD_BIN, waitUntil } from '../observe/process.ts';
+import { routingUrls, startChild, SWITCHYARD_BIN, waitUntil } from '../observe/process.ts';
 
 const SNOOP = `import { readFileSync } from 'node:fs';
 function found(pid) {
@@ -61,21 +61,17 @@ for (const via of ['SWITCHYARD_ADMIN_TOKEN', 'SWITCHYARD_ADMIN_TOKEN_FILE'] as c
     writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 2, strategies: '[snoop, round-robin]' }));
     const tokenFile = join(dir, 'admin-token');
     writeFileSync(tokenFile, `${token}\n`);
-    const [port, adminPort] = [await freePort(), await freePort()];
     const env = via === 'SWITCHYARD_ADMIN_TOKEN' ? { SWITCHYARD_ADMIN_TOKEN: token } : { SWITCHYARD_ADMIN_TOKEN_FILE: tokenFile };
-    const router = startChild(
-      process.execPath,
-      [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--emulator-speed', '20'],
-      {
-        env: { NODE_OPTIONS: '', SWITCHYARD_ADMIN_TOKEN: '', SWITCHYARD_ADMIN_TOKEN_FILE: '', ...env },
-      },
-    );
-    const admin = (path: string) => fetch(`http://127.0.0.1:${adminPort}${path}`, { headers: { authorization: `Bearer ${token}` } });
+    const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', '0', '--admin-port', '0', '--emulator-speed', '20'], {
+      env: { NODE_OPTIONS: '', SWITCHYARD_ADMIN_TOKEN: '', SWITCHYARD_ADMIN_TOKEN_FILE: '', ...env },
+    });
     try {
-      await waitUntil('the router to answer', async () => ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok ? true : undefined), 60_000, router);
+      const { url, adminUrl } = await routingUrls(router);
+      const admin = (path: string) => fetch(`${adminUrl}${path}`, { headers: { authorization: `Bearer ${token}` } });
+      await waitUntil('the router to answer', async () => ((await fetch(`${url}/healthz`)).ok ? true : undefined), 60_000, router);
       const reasons: string[] = [];
       for (let i = 0; i < 12; i++) {
-        const response = await fetch(`http://127.0.0.1:${port}/v1/completions`, {
+        const response = await fetch(`${url}/v1/completions`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
           body: JSON.stringify({ model: 'tiny', prompt: 'hello there', max_tokens: 1 }),

@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, startChild, SWITCHYARD_BIN, waitUntil, type Child } from '../observe/process.ts';
+import { routingUrls, startChild, SWITCHYARD_BIN, waitUntil, type Child } from '../observe/process.ts';
 import { startRedis, type TestRedis } from '../helpers/redis.ts';
 
 const UNREACHABLE = 'redis://127.0.0.1:1';
@@ -36,17 +36,17 @@ after(async () => {
 
 /** Starts a router; answers its public URL and its admin listener's (where /metrics is). */
 async function serve(args: string[], env: Record<string, string>): Promise<{ url: string; admin: string }> {
-  const port = await freePort();
-  const adminPort = await freePort();
   const child = startChild(
     process.execPath,
-    [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--emulator-speed', '20', ...args],
-    { env },
+    [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', '0', '--admin-port', '0', '--emulator-speed', '20', ...args],
+    {
+      env,
+    },
   );
   children.push(child);
-  const url = `http://127.0.0.1:${port}`;
+  const { url, adminUrl } = await routingUrls(child);
   await waitUntil('the router to answer /readyz', async () => ((await fetch(`${url}/readyz`)).ok ? true : undefined), 60_000, child);
-  return { url, admin: `http://127.0.0.1:${adminPort}` };
+  return { url, admin: adminUrl };
 }
 
 async function quotaStoreUp(router: { admin: string }): Promise<string | undefined> {

@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OPEN_TENANTS, TINY_MODELS, tinyPool, until } from '../helpers/router.ts';
-import { freePort } from '../observe/process.ts';
+import { routingUrlsIn } from '../observe/process.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 
@@ -34,13 +34,10 @@ test('refused requests leave a log line, a metric and a decision record under th
   const dir = mkdtempSync(join(tmpdir(), 'sy-refusals-'));
   for (const [name, text] of Object.entries({ 'models.yaml': TINY_MODELS, 'tenants.yaml': OPEN_TENANTS, 'pools.yaml': tinyPool({ replicas: 1 }) }))
     writeFileSync(join(dir, name), text);
-  const port = await freePort();
-  const adminPort = await freePort();
-  const child = spawn(
-    process.execPath,
-    ['bin/switchyard.mjs', 'serve', '--policies', dir, '--port', String(port), '--admin-port', String(adminPort), '--log-level', 'info'],
-    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  const child = spawn(process.execPath, ['bin/switchyard.mjs', 'serve', '--policies', dir, '--port', '0', '--admin-port', '0', '--log-level', 'info'], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let log = '';
   child.stdout!.on('data', (d: Buffer) => (log += d));
   child.stderr!.on('data', (d: Buffer) => (log += d));
@@ -49,9 +46,12 @@ test('refused requests leave a log line, a metric and a decision record under th
     await new Promise((resolve) => child.once('close', resolve));
     rmSync(dir, { recursive: true, force: true });
   });
+  // The router picks its own ports (a port found free and handed over can be taken meanwhile).
+  await until(() => routingUrlsIn(log) !== undefined, 45_000, 'serve to say where it listens');
+  const { url, adminUrl } = routingUrlsIn(log)!;
   await until(
     () =>
-      fetch(`http://127.0.0.1:${port}/readyz`).then(
+      fetch(`${url}/readyz`).then(
         (r) => r.ok,
         () => false,
       ),
@@ -59,19 +59,19 @@ test('refused requests leave a log line, a metric and a decision record under th
     'serve to answer',
   );
   const rejectionsOf = async () => {
-    const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
+    const text = await (await fetch(`${adminUrl}/metrics`)).text();
     return Number(/^switchyard_rejections_total\{reason="invalid_request"\} (\d+)$/m.exec(text)?.[1] ?? 0);
   };
   const before = await rejectionsOf();
 
   for (const { id, what, headers, body } of REFUSED) {
-    const response = await fetch(`http://127.0.0.1:${port}/v1/completions`, { method: 'POST', headers: { ...headers, 'x-request-id': id }, body });
+    const response = await fetch(`${url}/v1/completions`, { method: 'POST', headers: { ...headers, 'x-request-id': id }, body });
     assert.equal(response.status, 400, what);
     assert.equal(response.headers.get('x-request-id'), id, what);
     const error = ((await response.json()) as { error: { message: string; type: string } }).error;
     assert.equal(error.type, 'invalid_request_error', what);
 
-    const record = await fetch(`http://127.0.0.1:${adminPort}/admin/decisions/${id}`);
+    const record = await fetch(`${adminUrl}/admin/decisions/${id}`);
     assert.equal(record.status, 200, `${what}: a decision record under ${id}`);
     const decision = (await record.json()) as { requestId: string; status: number; reason: string };
     assert.equal(decision.requestId, id);
