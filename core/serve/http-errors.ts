@@ -23,7 +23,10 @@ export function toRejection(error: FastifyError, bodyLimit?: number): Rejection 
     return rejection('invalid_request', `Invalid request body: ${message}.`, { param: field });
   }
   if (error instanceof SyntaxError || error.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || error.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
-    return rejection('invalid_request', `The request body is not valid JSON: ${error.message}`);
+    return rejection(
+      'invalid_request',
+      `The request body is not valid JSON: ${error.message.replace(/\.$/, '')}. Send the whole body as one JSON object; a body cut short, or a quote or newline left unescaped inside a string, is the usual cause.`,
+    );
   }
   if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
     return rejection('invalid_request', 'Send the body as JSON with "Content-Type: application/json".');

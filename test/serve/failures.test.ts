@@ -166,7 +166,8 @@ test('rejections: 400, 413, 429, 404 and 403 in OpenAI shape with the right head
     return body;
   };
   try {
-    await expectError(await post('{"model": "tiny", "messages": ['), 400, 'invalid_request');
+    const truncated = await expectError(await post('{"model": "tiny", "messages": ['), 400, 'invalid_request');
+    assert.match(truncated.error.message, /not valid JSON: .+\. Send the whole body as one JSON object/, 'says what is wrong and what to do');
     const wrongType = await expectError(await post(JSON.stringify({ model: 'tiny', messages: 'hello' })), 400, 'invalid_request');
     assert.equal(wrongType.error.param, 'messages');
     const tooLarge = await expectError(
