@@ -5,13 +5,10 @@
 // bound a message is dropped and counted, as ZeroMQ would past its
 // high-water mark), its heap is capped, and a worker that dies is replaced.
 // Where no worker can be started the payload is decoded in line (logged once).
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../../sdk/index.ts';
+import { bundledScript } from '../bundled-script.ts';
 import { decodeKvPayload, type KvEventBatch } from './kv-events.ts';
 
 /** Bytes of payloads waiting for the worker: beyond this, messages are dropped (counted as overloaded). */
@@ -23,31 +20,10 @@ export type DecodeResult = KvEventBatch | { readonly error: string } | { readonl
 
 // The sibling source in a checkout, the compiled sibling in dist/.
 const WORKER_ENTRY = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './kv-decode-worker.ts' : './kv-decode-worker.js', import.meta.url));
-let workerScript: Promise<string> | undefined;
 
-/** The worker's code, bundled once per process (esbuild, as the plugin cage does) into a file named by its hash. */
-async function workerScriptPath(): Promise<string> {
-  workerScript ??= import('esbuild').then(async ({ build }) => {
-    const output = await build({
-      entryPoints: [WORKER_ENTRY],
-      bundle: true,
-      write: false,
-      format: 'esm',
-      platform: 'node',
-      target: 'node20',
-      logLevel: 'silent',
-    });
-    const code = output.outputFiles[0].text;
-    const dir = join(tmpdir(), 'switchyard-kv');
-    mkdirSync(dir, { recursive: true });
-    const path = join(dir, `decoder.${createHash('sha256').update(code).digest('hex').slice(0, 16)}.mjs`);
-    if (!existsSync(path)) writeFileSync(path, code);
-    return path;
-  });
-  const path = await workerScript;
-  if (existsSync(path)) return path;
-  workerScript = undefined; // the temporary folder was cleaned: write it again
-  return workerScriptPath();
+/** The worker's code, bundled once per process into a file named by its hash (core/bundled-script.ts, as the plugin cage does). */
+function workerScriptPath(): Promise<string> {
+  return bundledScript(WORKER_ENTRY, 'switchyard-kv');
 }
 
 interface Pending {
