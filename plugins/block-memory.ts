@@ -5,8 +5,10 @@
 // memory reads, not instructions. Hence:
 // - an open-addressing table whose slots hold key and entry side by side
 //   (one read finds a block);
-// - one 64-byte record per entry: LRU neighbours, key, holder count and the
-//   holders themselves;
+// - one 16-byte record per entry (LRU neighbours, key, holder count) and,
+//   apart, its holders: eviction walks the records only, four to a cache line;
+// - freed entries reused oldest first, so a prompt's new blocks get
+//   neighbouring records and are evicted, later, in memory order;
 // - the LRU order as a linked list through the records, which doubles as a
 //   guess: a prompt's blocks are touched in order, so the block after block i
 //   is usually the one touched after it last time (its LRU successor), found
@@ -20,22 +22,20 @@ export const MAX_HOLDERS = 16;
 const NONE = -1;
 /** Entries allocated at first; the arrays double from there as the memory fills. */
 const INITIAL_ENTRIES = 1024;
-// A record is 16 int32 (64 bytes): prev, next, key, holder count, then the holders as 16 uint16.
-const RECORD_INTS = 16;
+// A record is 4 int32 (16 bytes): prev, next, key, holder count. Entry e's holders are
+// holders[e * MAX_HOLDERS ...] (32 bytes), read and written only with its holder list.
+const RECORD_INTS = 4;
 const PREV = 0;
 const NEXT = 1;
 const KEY = 2;
 const COUNT = 3;
-/** Where a record's holders start, in uint16 units from the record's start. */
-const HOLDERS_AT = 8;
-const RECORD_HALVES = RECORD_INTS * 2;
 
 export class BlockMemory {
   /** Entries in use. */
   size = 0;
   private records = new Int32Array(INITIAL_ENTRIES * RECORD_INTS);
-  /** The same records as uint16: holders of entry e are halves[e * RECORD_HALVES + HOLDERS_AT + k], oldest first. */
-  private halves = new Uint16Array(this.records.buffer);
+  /** Holders of entry e are holders[e * MAX_HOLDERS + k], oldest first. */
+  private holders = new Uint16Array(INITIAL_ENTRIES * MAX_HOLDERS);
   private capacity = INITIAL_ENTRIES;
   /** Open addressing with linear probing: slot s is table[2s] = key, table[2s + 1] = entry + 1 (0: empty). Never more than half full. */
   private table = new Int32Array(INITIAL_ENTRIES * 4);
@@ -45,8 +45,14 @@ export class BlockMemory {
   /** Oldest and newest entries. */
   private head = NONE;
   private tail = NONE;
-  /** Free entries, chained through NEXT. */
+  /**
+   * Free entries, chained through NEXT, reused in the order they were freed:
+   * eviction frees them oldest first, so blocks inserted together (a
+   * prompt's new blocks) land in neighbouring records, and the next
+   * eviction reads them in memory order instead of jumping about.
+   */
   private freeHead = NONE;
+  private freeTail = NONE;
   /** The LRU successor the last entry touched had before it moved to the tail: the guess for the next block. Always live or -1. */
   private successor = NONE;
   /** Entries ever handed out: those at and past it were never used. */
@@ -60,11 +66,11 @@ export class BlockMemory {
 
   /** Entry e's holders are `holderArray[holdersStart(e) + k]` for k below `holderCount(e)`. */
   get holderArray(): Uint16Array {
-    return this.halves;
+    return this.holders;
   }
 
   holdersStart(entry: number): number {
-    return entry * RECORD_HALVES + HOLDERS_AT;
+    return entry * MAX_HOLDERS;
   }
 
   holderCount(entry: number): number {
@@ -106,7 +112,7 @@ export class BlockMemory {
       // insert() may grow the arrays: this.records, not the local.
       e = this.insert(key);
       this.records[e * RECORD_INTS + COUNT] = 1;
-      this.halves[e * RECORD_HALVES + HOLDERS_AT] = replica;
+      this.holders[e * MAX_HOLDERS] = replica;
       this.append(e);
       this.successor = NONE;
       return;
@@ -130,16 +136,18 @@ export class BlockMemory {
       const e = this.head;
       this.unlink(e);
       this.removeFromTable(records[e * RECORD_INTS + KEY]);
-      records[e * RECORD_INTS + NEXT] = this.freeHead;
-      this.freeHead = e;
+      records[e * RECORD_INTS + NEXT] = NONE;
+      if (this.freeTail === NONE) this.freeHead = e;
+      else records[this.freeTail * RECORD_INTS + NEXT] = e;
+      this.freeTail = e;
       this.size--;
     }
   }
 
   /** Moves `replica` to the newest end of the entry's holders, dropping the oldest past MAX_HOLDERS. */
   private remember(e: number, replica: number): void {
-    const holders = this.halves;
-    const base = e * RECORD_HALVES + HOLDERS_AT;
+    const holders = this.holders;
+    const base = e * MAX_HOLDERS;
     const countAt = e * RECORD_INTS + COUNT;
     const count = this.records[countAt];
     const last = base + count - 1;
@@ -169,6 +177,7 @@ export class BlockMemory {
     if (this.freeHead !== NONE) {
       e = this.freeHead;
       this.freeHead = this.records[e * RECORD_INTS + NEXT];
+      if (this.freeHead === NONE) this.freeTail = NONE;
     } else {
       e = this.used++;
     }
@@ -211,7 +220,9 @@ export class BlockMemory {
     const records = new Int32Array(this.capacity * RECORD_INTS);
     records.set(this.records);
     this.records = records;
-    this.halves = new Uint16Array(records.buffer);
+    const holders = new Uint16Array(this.capacity * MAX_HOLDERS);
+    holders.set(this.holders);
+    this.holders = holders;
     const slots = this.capacity * 2;
     this.table = new Int32Array(slots * 2);
     this.mask = slots - 1;
