@@ -2,11 +2,44 @@
 // already has the adapter loaded, and concentrate an adapter's requests there
 // (fewer distinct adapters per batch, lower grouped-GEMM overhead). Otherwise
 // the least-loaded replica with room for another adapter.
-import { leastLoaded, type Candidate, type StrategyDefinition } from '../sdk/index.ts';
+import { candidatePositions, leastLoaded, type Candidate, type StrategyDefinition } from '../sdk/index.ts';
 
 interface Config {
   /** How long a replica counts as holding an adapter this router sent it, before a scrape shows it. */
   memory_ms: number;
+}
+
+/**
+ * The candidates, in their order, that report the adapter loaded or that
+ * this router sent it to at or after `since`. The walk reads each
+ * candidate's adapter list only; the replicas sent to are looked up by
+ * position (the shared list keeps its index) rather than each candidate in
+ * the map of sends, which was most of a large pool's cost.
+ */
+function withAdapter(candidates: readonly Candidate[], adapter: string, sent: ReadonlyMap<string, number> | undefined, since: number): Candidate[] {
+  const chosen = new Uint8Array(candidates.length);
+  let count = 0;
+  for (let i = 0; i < candidates.length; i++) {
+    const adapters = candidates[i].signals.loadedAdapters;
+    if (adapters.length !== 0 && adapters.includes(adapter)) {
+      chosen[i] = 1;
+      count++;
+    }
+  }
+  if (sent !== undefined && sent.size > 0) {
+    const positions = candidatePositions(candidates);
+    for (const [id, at] of sent) {
+      const i = at >= since ? positions.get(id) : undefined;
+      if (i !== undefined && chosen[i] === 0) {
+        chosen[i] = 1;
+        count++;
+      }
+    }
+  }
+  const loaded: Candidate[] = [];
+  if (count === 0) return loaded;
+  for (let i = 0; i < candidates.length; i++) if (chosen[i] === 1) loaded.push(candidates[i]);
+  return loaded;
 }
 
 export default {
@@ -27,13 +60,7 @@ export default {
       pick(request, candidates) {
         const adapter = request.adapter;
         if (!adapter) return { pass: true, reason: 'no adapter' };
-        // Looked up once, not once per candidate: this walks the whole pool.
-        const sent = recent.get(adapter);
-        const since = ctx.now() - config.memory_ms;
-        const loaded: Candidate[] = [];
-        for (const c of candidates) {
-          if (c.signals.loadedAdapters.includes(adapter) || (sent !== undefined && (sent.get(c.id) ?? -Infinity) >= since)) loaded.push(c);
-        }
+        const loaded = withAdapter(candidates, adapter, recent.get(adapter), ctx.now() - config.memory_ms);
         if (loaded.length) {
           const { best, scores } = leastLoaded(loaded, ctx.loadScoreWeights);
           return { replica: best!.id, reason: `${adapter} loaded on ${loaded.length} replica(s); least loaded`, alternatives: scores };

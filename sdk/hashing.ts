@@ -84,14 +84,32 @@ function idHash(id: string): number {
  * one frozen candidate list until the pool's membership changes), so that a
  * rendezvous over a large pool is one multiply-and-mix per item.
  */
-const listIdHashes = new WeakMap<readonly unknown[], { idOf: (item: never) => string; hashes: Uint32Array }>();
-function idHashesOf<T>(items: readonly T[], idOf: (item: T) => string): Uint32Array {
+interface KeptHashes {
+  readonly idOf: (item: never) => string;
+  readonly hashes: Uint32Array;
+  /** Keys' rendezvous owners (positions) over this list: a conversation's next turn finds its owner without a walk. */
+  readonly owners: Map<string, number>;
+}
+const listIdHashes = new WeakMap<readonly unknown[], KeptHashes>();
+/** Owners kept per list; then they start afresh. Longer keys are not kept. */
+const MAX_KEPT_OWNERS = 4096;
+const MAX_KEPT_KEY_CHARS = 256;
+/** The owners of a list that is not frozen: never written, since such a list may change. */
+const NOT_KEPT: Map<string, number> = new Map();
+
+function keptHashesOf<T>(items: readonly T[], idOf: (item: T) => string): KeptHashes {
   const kept = listIdHashes.get(items);
-  if (kept !== undefined && kept.idOf === idOf) return kept.hashes;
+  if (kept !== undefined && kept.idOf === idOf) return kept;
   const hashes = new Uint32Array(items.length);
   for (let i = 0; i < items.length; i++) hashes[i] = idHash(idOf(items[i]));
-  if (Object.isFrozen(items)) listIdHashes.set(items, { idOf, hashes });
-  return hashes;
+  const frozen = Object.isFrozen(items);
+  const made = { idOf, hashes, owners: frozen ? new Map<string, number>() : NOT_KEPT };
+  if (frozen) listIdHashes.set(items, made);
+  return made;
+}
+
+function idHashesOf<T>(items: readonly T[], idOf: (item: T) => string): Uint32Array {
+  return keptHashesOf(items, idOf).hashes;
 }
 
 /**
@@ -113,8 +131,12 @@ export function rendezvousOrder<T>(key: string, items: readonly T[], idOf: (item
  * on the order a router lists its items in.
  */
 export function rendezvousOwner<T>(key: string, items: readonly T[], idOf: (item: T) => string): T | undefined {
+  // The owner depends on the key and the items' ids only, and a frozen list's ids cannot change: it is kept with the list.
+  const kept = keptHashesOf(items, idOf);
+  const known = kept.owners.get(key);
+  if (known !== undefined) return items[known];
   const keyHash = hashString(key);
-  const ids = idHashesOf(items, idOf);
+  const ids = kept.hashes;
   let best = -1;
   let bestWeight = -1;
   for (let i = 0; i < items.length; i++) {
@@ -124,7 +146,12 @@ export function rendezvousOwner<T>(key: string, items: readonly T[], idOf: (item
       bestWeight = weight;
     }
   }
-  return best < 0 ? undefined : items[best];
+  if (best < 0) return undefined;
+  if (kept.owners !== NOT_KEPT && key.length <= MAX_KEPT_KEY_CHARS) {
+    if (kept.owners.size >= MAX_KEPT_OWNERS) kept.owners.clear();
+    kept.owners.set(key, best);
+  }
+  return items[best];
 }
 
 /**

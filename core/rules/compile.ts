@@ -84,15 +84,18 @@ export function compileCondition(condition: ConditionSpec, path: readonly (strin
   }
   if ('all' in condition) {
     const parts = (condition.all as ConditionSpec[]).map((c, i) => compileCondition(c, [...path, 'all', i]));
+    // One condition needs no wrapper around it (the common `all: [one]`).
+    if (parts.length === 1) return parts[0];
     return (facts) => {
-      for (const part of parts) if (!part(facts)) return false;
+      for (let i = 0; i < parts.length; i++) if (!parts[i](facts)) return false;
       return true;
     };
   }
   if ('any' in condition) {
     const parts = (condition.any as ConditionSpec[]).map((c, i) => compileCondition(c, [...path, 'any', i]));
+    if (parts.length === 1) return parts[0];
     return (facts) => {
-      for (const part of parts) if (part(facts)) return true;
+      for (let i = 0; i < parts.length; i++) if (parts[i](facts)) return true;
       return false;
     };
   }
@@ -118,7 +121,48 @@ export function compileCondition(condition: ConditionSpec, path: readonly (strin
     const other = (value as { fact: string }).fact;
     return (facts) => op.evaluate(facts[fact], facts[other]);
   }
-  return (facts) => op.evaluate(facts[fact], value);
+  return comparison(condition.operator as string, fact, value) ?? ((facts) => op.evaluate(facts[fact], value));
+}
+
+/**
+ * The default operators most rules use, as direct comparisons: what
+ * json-rules-engine's own operator answers, without its callback and
+ * validator calls on every request. Its numeric operators first check that
+ * parseFloat of the fact is not NaN, which for a number is !Number.isNaN(a); a fact
+ * that is not a number takes the engine's operator as before.
+ */
+function comparison(name: string, fact: string, value: unknown): Predicate | undefined {
+  switch (name) {
+    case 'equal':
+      return (facts) => facts[fact] === value;
+    case 'notEqual':
+      return (facts) => facts[fact] !== value;
+  }
+  if (typeof value !== 'number') return undefined;
+  const op = operator(name, []);
+  switch (name) {
+    case 'lessThan':
+      return (facts) => {
+        const a = facts[fact];
+        return typeof a === 'number' ? !Number.isNaN(a) && a < value : op.evaluate(a, value);
+      };
+    case 'lessThanInclusive':
+      return (facts) => {
+        const a = facts[fact];
+        return typeof a === 'number' ? !Number.isNaN(a) && a <= value : op.evaluate(a, value);
+      };
+    case 'greaterThan':
+      return (facts) => {
+        const a = facts[fact];
+        return typeof a === 'number' ? !Number.isNaN(a) && a > value : op.evaluate(a, value);
+      };
+    case 'greaterThanInclusive':
+      return (facts) => {
+        const a = facts[fact];
+        return typeof a === 'number' ? !Number.isNaN(a) && a >= value : op.evaluate(a, value);
+      };
+  }
+  return undefined;
 }
 
 /**

@@ -120,3 +120,22 @@ test('rules json-rules-engine would refuse are refused, with the path', () => {
   assert.throws(() => compileRuleSet([{ name: 'x', conditions: { all: [] }, event: { type: 't' } }], 'pool'), /its event names no pool/);
   assert.throws(() => compileRuleSet([{ name: 'x', conditions: { all: [], any: [] }, event: { type: 't', params: { pool: 'p' } } }], 'pool'), /not several/);
 });
+
+test('comparisons agree with json-rules-engine on facts of any type (numbers, NaN, numeric strings, null, missing)', async () => {
+  const operators = ['equal', 'notEqual', 'lessThan', 'lessThanInclusive', 'greaterThan', 'greaterThanInclusive'];
+  const values = [0, 300, -1.5, '300', null, true, 'premium'];
+  const oddSpecs: RuleSpec[] = operators.flatMap((operator) =>
+    values.map((value, v) => ({
+      name: `${operator}-${v}`,
+      conditions: { all: [{ fact: 'x', operator, value }] },
+      event: { type: 't', params: { pool: 'p' } },
+    })),
+  );
+  const set = compileRuleSet(oddSpecs, 'pool');
+  const factValues = [0, -0, 299, 300, 301, -1.5, Number.NaN, Infinity, -Infinity, '300', '299.5', '', 'abc', null, undefined, true, false, 'premium', [300]];
+  for (const x of factValues) {
+    const facts = x === undefined ? {} : { x };
+    const compiled = set.rules.filter((rule) => rule.test(facts)).map((rule) => rule.name);
+    assert.deepEqual(compiled, await matchingRulesByEngine(oddSpecs, facts), `x = ${String(x)} (${typeof x})`);
+  }
+});

@@ -34,3 +34,24 @@ test('rendezvous over a frozen list answers as over a copy of it, for any key', 
   const reversedIds = (c: Candidate) => c.id.split('').reverse().join('');
   assert.deepEqual(rendezvousOrder('k', frozen, reversedIds).map(idOf), rendezvousOrder('k', [...frozen], reversedIds).map(idOf));
 });
+
+test("a key's rendezvous owner kept with a frozen list is the owner computed afresh, asked again, past the keep bound, and under another idOf", () => {
+  const frozen = Object.freeze(Array.from({ length: 300 }, (_, i) => candidate({ id: `r-${i}` })));
+  const idOf = (c: Candidate) => c.id;
+  const reversedIds = (c: Candidate) => c.id.split('').reverse().join('');
+  // 5,000 keys, each asked three times: more than one list keeps, so its kept owners start afresh on the way.
+  for (let round = 0; round < 3; round++) {
+    for (let k = 0; k < 5000; k++) {
+      const key = `conversation-${(k * 7919) % 5000}`;
+      assert.equal(rendezvousOwner(key, frozen, idOf)?.id, rendezvousOwner(key, [...frozen], idOf)?.id, key);
+    }
+  }
+  for (let k = 0; k < 200; k++) {
+    const key = `conversation-${k}`;
+    assert.equal(rendezvousOwner(key, frozen, reversedIds)?.id, rendezvousOwner(key, [...frozen], reversedIds)?.id, `${key}, reversed ids`);
+  }
+  // A key longer than those kept is answered all the same.
+  const long = 'x'.repeat(1000);
+  assert.equal(rendezvousOwner(long, frozen, idOf)?.id, rendezvousOwner(long, [...frozen], idOf)?.id);
+  assert.equal(rendezvousOwner('k', Object.freeze([] as Candidate[]), idOf), undefined);
+});
