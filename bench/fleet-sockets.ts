@@ -39,6 +39,7 @@ async function runBench() {
       blocks: { type: 'string', default: '1200' },
       seed: { type: 'string', default: '1' },
       load: { type: 'boolean', default: true },
+      'tokenize-wait': { type: 'string', default: '200' },
     },
   });
   const numbers = {
@@ -47,6 +48,7 @@ async function runBench() {
     rate: Number(values.rate),
     think: Number(values.think),
     blocks: Number(values.blocks),
+    tokenizeWait: Number(values['tokenize-wait']),
   };
   for (const [name, n] of Object.entries(numbers)) if (!(Number.isFinite(n) && n > 0)) throw new Error(`--${name} must be a positive number, not ${n}`);
   const spec = cachePressureWorkload({ conversations: numbers.conversations, rate: numbers.rate, thinkS: numbers.think, documents: numbers.documents });
@@ -70,12 +72,12 @@ async function runBench() {
     ];
     const rows: string[] = [];
     for (const lane of lanes) {
-      const result = await runLane(lane.chain, spec, values.seed, numbers.blocks);
+      const result = await runLane(lane.chain, spec, values.seed, numbers.blocks, numbers.tokenizeWait);
       rows.push(formatRow(lane.label, result));
       console.log(rows.at(-1));
     }
-    console.log('\n| chain | requests (errors) | hit rate | TTFT p50 / p99 | decided by | KV event batches (all routers) | KV index lookups |');
-    console.log('| --- | --- | --- | --- | --- | --- | --- |');
+    console.log('\n| chain | requests (errors) | hit rate | TTFT p50 / p99 | decided by | KV event batches (all routers) | KV index lookups | prompt tokens counted by |');
+    console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
     for (const row of rows) console.log(row);
   } finally {
     busy?.kill();
@@ -93,6 +95,8 @@ interface LaneResult {
   kvBatches: Map<string, number>;
   /** Prompts looked up in the KV index, matched or unmatched. */
   kvLookups: Map<string, number>;
+  /** How the routers got each prompt's tokens: tokenizer, or the estimate and why. */
+  counted: Map<string, number>;
   seconds: number;
 }
 
@@ -106,9 +110,10 @@ function formatRow(label: string, r: LaneResult): string {
     .join(', ');
   const kv = [...r.kvBatches].map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
   const lookups = [...r.kvLookups].map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
+  const counted = [...r.counted].map(([k, n]) => `${k === 'none' ? 'tokenizer' : k} ${n}`).join(', ') || 'none';
   const hit = r.promptTokens ? `${((100 * r.cachedTokens) / r.promptTokens).toFixed(1)}%` : '—';
   const errors = r.firstError ? `${r.errors}: ${r.firstError}` : String(r.errors);
-  return `| \`${label}\` | ${r.requests} (${errors}) in ${r.seconds.toFixed(0)} s | ${hit} | ${q(0.5)} / ${q(0.99)} ms | ${decided} | ${kv} | ${lookups} |`;
+  return `| \`${label}\` | ${r.requests} (${errors}) in ${r.seconds.toFixed(0)} s | ${hit} | ${q(0.5)} / ${q(0.99)} ms | ${decided} | ${kv} | ${lookups} | ${counted} |`;
 }
 
 async function freePort(): Promise<number> {
@@ -135,7 +140,7 @@ async function waitFor(url: string, child: ChildProcess, ms = 120_000): Promise<
   throw new Error(`${url} did not answer within ${ms / 1000} s`);
 }
 
-async function runLane(chain: string[], spec: ReturnType<typeof cachePressureWorkload>, seed: string, blocks: number): Promise<LaneResult> {
+async function runLane(chain: string[], spec: ReturnType<typeof cachePressureWorkload>, seed: string, blocks: number, tokenizeWait: number): Promise<LaneResult> {
   const children: ChildProcess[] = [];
   const dir = mkdtempSync(join(tmpdir(), 'fleet-sockets-'));
   try {
@@ -163,7 +168,7 @@ async function runLane(chain: string[], spec: ReturnType<typeof cachePressureWor
         .map((e) => `      - { id: ${e.id}, url: "${e.url}", kv_events: "${e.kv}" }`)
         .join('\n')}\n`,
     );
-    writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\ndecision_headers: full\n');
+    writeFileSync(join(dir, 'settings.yaml'), `kind: settings\ndecision_headers: full\ntokenize_wait_ms: ${tokenizeWait}\n`);
 
     const routers: { client: OpenAI; admin: number; child: ChildProcess }[] = [];
     for (let i = 0; i < 3; i++) {
@@ -179,6 +184,11 @@ async function runLane(chain: string[], spec: ReturnType<typeof cachePressureWor
       routers.push({ client: new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'sk-test', maxRetries: 0, timeout: 120_000 }), admin, child });
     }
     for (const r of routers) await waitFor(`http://127.0.0.1:${r.admin}/readyz`, r.child);
+    // A router answers before its tokenizer has loaded (those requests are estimated): traffic starts once each one counts.
+    for (const r of routers) await tokenizerReady(r.client, r.admin);
+    // The warm-up's own requests are not the lane's: what the metrics count from here on is.
+    const before = emptyCounts();
+    for (const r of routers) addCounts(await (await fetch(`http://127.0.0.1:${r.admin}/metrics`)).text(), before);
 
     const result: LaneResult = {
       requests: 0,
@@ -189,6 +199,7 @@ async function runLane(chain: string[], spec: ReturnType<typeof cachePressureWor
       decided: new Map(),
       kvBatches: new Map(),
       kvLookups: new Map(),
+      counted: new Map(),
       seconds: 0,
     };
     const source = new SyntheticSource(spec, seed, [{ weight: 1, model: MODEL }]);
@@ -261,18 +272,48 @@ async function runLane(chain: string[], spec: ReturnType<typeof cachePressureWor
     while (inFlight.size > 0) await Promise.race(inFlight);
     result.seconds = (Date.now() - start) / 1000;
 
-    for (const r of routers) {
-      const text = await (await fetch(`http://127.0.0.1:${r.admin}/metrics`)).text();
-      addMetric(text, 'switchyard_replica_decisions_total', 'strategy', result.decided);
-      addMetric(text, 'switchyard_kv_event_batches_total', 'result', result.kvBatches);
-      addMetric(text, 'switchyard_kv_lookups_total', 'result', result.kvLookups);
-    }
+    const after = emptyCounts();
+    for (const r of routers) addCounts(await (await fetch(`http://127.0.0.1:${r.admin}/metrics`)).text(), after);
+    result.decided = difference(after.decided, before.decided);
+    result.kvBatches = difference(after.kvBatches, before.kvBatches);
+    result.kvLookups = difference(after.kvLookups, before.kvLookups);
+    result.counted = difference(after.counted, before.counted);
     return result;
   } finally {
     for (const child of children) child.kill('SIGTERM');
     await Promise.all(children.map((c) => (c.exitCode !== null ? undefined : new Promise((resolve) => c.once('exit', resolve)))));
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** Sends a one-line chat until the router counts prompts with its tokenizer (it loads in the background, seconds on a busy machine). */
+async function tokenizerReady(client: OpenAI, admin: number, ms = 180_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'warm up' }], max_tokens: 1 });
+    const text = await (await fetch(`http://127.0.0.1:${admin}/metrics`)).text();
+    if (/^switchyard_prompt_token_counts_total\{source="tokenizer"[^}]*\} [1-9]/m.test(text)) return;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  throw new Error(`the router on admin port ${admin} did not count with its tokenizer within ${ms / 1000} s`);
+}
+
+type Counts = Pick<LaneResult, 'decided' | 'kvBatches' | 'kvLookups' | 'counted'>;
+
+const emptyCounts = (): Counts => ({ decided: new Map(), kvBatches: new Map(), kvLookups: new Map(), counted: new Map() });
+
+/** The routers' counters the table shows, added from one /metrics page. */
+function addCounts(text: string, into: Counts): void {
+  addMetric(text, 'switchyard_replica_decisions_total', 'strategy', into.decided);
+  addMetric(text, 'switchyard_kv_event_batches_total', 'result', into.kvBatches);
+  addMetric(text, 'switchyard_kv_lookups_total', 'result', into.kvLookups);
+  addMetric(text, 'switchyard_prompt_token_counts_total', 'fallback', into.counted);
+}
+
+function difference(after: Map<string, number>, before: Map<string, number>): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [k, n] of after) if (n - (before.get(k) ?? 0) > 0) out.set(k, n - (before.get(k) ?? 0));
+  return out;
 }
 
 /** Sums a counter's samples by one label into `into` (Prometheus text format, one sample a line). */
