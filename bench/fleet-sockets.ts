@@ -18,7 +18,7 @@ import { parseArgs } from 'node:util';
 import OpenAI from 'openai';
 import { seededRandom } from '../sdk/index.ts';
 import { PROFILES, type EngineProfile } from '../sim/engine/profiles.ts';
-import { CACHE_PRESSURE_DEFAULTS, cachePressureWorkload } from '../sim/workload/cache-pressure.ts';
+import { CACHE_PRESSURE_DEFAULTS, type ConversationMessage, cachePressureWorkload, turnMessages } from '../sim/workload/cache-pressure.ts';
 import { SyntheticSource } from '../sim/workload/synthetic.ts';
 import { BLOCK_TOKENS, type SimRequestSpec } from '../sim/workload/types.ts';
 
@@ -76,7 +76,9 @@ async function runBench() {
       rows.push(formatRow(lane.label, result));
       console.log(rows.at(-1));
     }
-    console.log('\n| chain | requests (errors) | hit rate | TTFT p50 / p99 | decided by | KV event batches (all routers) | KV index lookups | prompt tokens counted by |');
+    console.log(
+      '\n| chain | requests (errors) | hit rate | TTFT p50 / p99 | decided by | KV event batches (all routers) | KV index lookups | prompt tokens counted by |',
+    );
     console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
     for (const row of rows) console.log(row);
   } finally {
@@ -140,7 +142,13 @@ async function waitFor(url: string, child: ChildProcess, ms = 120_000): Promise<
   throw new Error(`${url} did not answer within ${ms / 1000} s`);
 }
 
-async function runLane(chain: string[], spec: ReturnType<typeof cachePressureWorkload>, seed: string, blocks: number, tokenizeWait: number): Promise<LaneResult> {
+async function runLane(
+  chain: string[],
+  spec: ReturnType<typeof cachePressureWorkload>,
+  seed: string,
+  blocks: number,
+  tokenizeWait: number,
+): Promise<LaneResult> {
   const children: ChildProcess[] = [];
   const dir = mkdtempSync(join(tmpdir(), 'fleet-sockets-'));
   try {
@@ -206,23 +214,15 @@ async function runLane(chain: string[], spec: ReturnType<typeof cachePressureWor
     // tenants.yaml above: the one tenant's key, sk-test, by its sha256.
     const pick = seededRandom(`${seed}:routers`);
     const start = Date.now();
-    const conversations = new Map<number, { role: 'system' | 'user' | 'assistant'; content: string }[]>();
+    const conversations = new Map<number, ConversationMessage[]>();
     const inFlight = new Set<Promise<void>>();
 
     const send = async (request: SimRequestSpec, previous?: SimRequestSpec): Promise<void> => {
       const wait = start + request.at - Date.now();
       if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
       const session = request.session!;
-      let messages = conversations.get(session.id);
-      if (!messages) {
-        messages = [
-          { role: 'system', content: words(`doc:${session.systemBase}`, session.systemBlocks * BLOCK_TOKENS) },
-          { role: 'user', content: words(`q:${session.id}:1`, Math.max(8, request.promptTokens - session.systemBlocks * BLOCK_TOKENS)) },
-        ];
-      } else {
-        const added = previous ? request.promptTokens - previous.promptTokens - previous.outputTokens : 16;
-        messages.push({ role: 'user', content: words(`q:${session.id}:${request.turn}`, Math.max(8, added)) });
-      }
+      const messages = conversations.get(session.id) ?? [];
+      messages.push(...turnMessages(request, previous));
       conversations.set(session.id, messages);
       const router = routers[Math.floor(pick() * routers.length)];
       const sent = Date.now();
@@ -325,18 +325,6 @@ function addMetric(text: string, name: string, label: string, into: Map<string, 
     if (key === undefined || !(value > 0)) continue;
     into.set(key, (into.get(key) ?? 0) + value);
   }
-}
-
-// ~one Llama token a word: the same key gives the same text (a document read by many conversations).
-const WORDS =
-  'time year people way day man thing woman life child world school state family student group country problem hand part place case week company system program question work government number night point home water room mother area money story fact month lot right study book eye job word business issue side kind head house service friend father power hour game line end member law car city community name president team minute idea kid body information back parent face others level office door health person art war history party result change morning reason research girl guy moment air teacher force education'.split(
-    ' ',
-  );
-function words(key: string, count: number): string {
-  const random = seededRandom(key);
-  const out: string[] = [];
-  for (let i = 0; i < count; i++) out.push(WORDS[Math.floor(random() * WORDS.length)]);
-  return out.join(' ');
 }
 
 // Child modes: this file also runs one engine or one router in a process of its own.

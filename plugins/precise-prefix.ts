@@ -117,7 +117,11 @@ export default {
         }
         const bestMatch = best && matchOf(matches, best.id)!;
         if (best === undefined || bestMatch!.blocks < config.min_match_blocks) {
-          const why = best === undefined ? 'every replica is past the release valve' : `no replica holds ${config.min_match_blocks}+ blocks of the prompt`;
+          let why = best === undefined ? 'every replica is past the release valve' : `no replica holds ${config.min_match_blocks}+ blocks of the prompt`;
+          // Engines that publish token ids are matched by them only: say why a lookup by the router's prefix hashes found nothing.
+          if (tokenIds === undefined && index.longestPrefixOfTokens && best !== undefined)
+            why +=
+              ' (its token ids are not known: the model has no tokenizer, or the count fell back to the estimate; see switchyard_prompt_token_counts_total)';
           return { pass: true, reason: untrusted === undefined ? why : `${why} (set aside: ${untrusted.join('; ')})` };
         }
         const reason =

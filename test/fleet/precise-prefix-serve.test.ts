@@ -27,6 +27,15 @@ test('without the prompt’s token ids the index fills but never matches, and th
   const two = await ask([...first, { role: 'assistant', content: one.text }, { role: 'user', content: 'And on Sundays?' }], 'c1');
   assert.doesNotMatch(two.reason, /KV events/, 'the engine’s blocks are named by token content the router cannot produce');
   assert.equal(index.counters.malformed, 0);
+  // The decision says why precise-prefix passed: the prompt's token ids were not known.
+  const logged = (await (await fetch(`${t.adminUrl}/admin/decisions?limit=10`)).json()) as {
+    decisions: { trace: { replica?: { alternatives?: { name?: string; note?: string }[] } } }[];
+  };
+  const notes = logged.decisions.flatMap((d) => d.trace.replica?.alternatives ?? []).filter((a) => a.name === 'precise-prefix');
+  assert.ok(
+    notes.some((a) => /passed: no replica holds .*its token ids are not known/.test(a.note ?? '')),
+    JSON.stringify(notes),
+  );
 
   const page = await (await fetch(`${t.adminUrl}/metrics`)).text();
   const value = (pattern: RegExp) => Number(page.match(pattern)?.[1]);
