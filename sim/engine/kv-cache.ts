@@ -60,6 +60,14 @@ export class KvHolding {
   ranges = 0;
   /** Blocks holding nothing cached: output, a prompt tail not yet cached, copies of prefixes cached elsewhere. */
   privateBlocks = 0;
+  /**
+   * The segment this holding's last cached blocks went into, its stream's
+   * list and the end of the prompt run it belongs to: a decode that fills
+   * the next block of that run extends it without looking the stream up.
+   */
+  extending: Segment | null = null;
+  extendingList: Segment[] | null = null;
+  extendingEnd = 0;
 
   get size(): number {
     let n = this.privateBlocks;
@@ -216,11 +224,22 @@ export class KvCache {
    * which case the first stays the cached copy, as in vLLM.
    */
   cache(holding: KvHolding, prompt: PromptBlocks, from: number, to: number): void {
+    const segment = holding.extending;
+    if (segment !== null && segment.hi === from && segment.ref === 1 && to <= holding.extendingEnd) {
+      // The blocks continue the segment this holding alone references, the last of its stream's
+      // list (nothing cached after it): what cacheRange would do, without finding the stream.
+      const list = holding.extendingList!;
+      if (list[list.length - 1] === segment) {
+        segment.hi = to;
+        this.extended(holding, prompt, segment.stream, from, to);
+        return;
+      }
+    }
     const { streams, ends } = prompt;
     let start = 0;
     for (let r = 0; r < ends.length && start < to; r++) {
       const end = ends[r] < to ? ends[r] : to;
-      if (end > from) this.cacheRange(holding, prompt, streams[r] | 0, start > from ? start : from, end);
+      if (end > from) this.cacheRange(holding, prompt, streams[r] | 0, start > from ? start : from, end, ends[r]);
       start = ends[r];
     }
   }
@@ -250,9 +269,12 @@ export class KvCache {
     this.uncachedFree += holding.privateBlocks;
     holding.privateBlocks = 0;
     holding.ranges = 0;
+    holding.extending = null;
+    holding.extendingList = null;
   }
 
-  private cacheRange(holding: KvHolding, prompt: PromptBlocks, stream: number, from: number, to: number): void {
+  /** `runEnd`: the end of the prompt run these blocks belong to. */
+  private cacheRange(holding: KvHolding, prompt: PromptBlocks, stream: number, from: number, to: number, runEnd: number): void {
     let list = this.byStream.get(stream);
     if (list === undefined) {
       list = [];
@@ -269,22 +291,33 @@ export class KvCache {
         continue;
       }
       const gapEnd = next !== undefined && next.lo < to ? next.lo : to;
-      const size = gapEnd - at;
       const before = i > 0 ? list[i - 1] : undefined;
+      let segment: Segment;
       if (before !== undefined && before.hi === at && before.ref === 1) {
+        segment = before;
         before.hi = gapEnd;
       } else {
-        list.splice(i, 0, new Segment(stream, at, gapEnd, 1));
+        segment = new Segment(stream, at, gapEnd, 1);
+        list.splice(i, 0, segment);
         i++;
       }
-      this.cached += size;
-      holding.privateBlocks -= size;
-      const last = holding.ranges - 1;
-      if (last >= 0 && holding.streams[last] === stream && holding.his[last] === at) holding.his[last] = gapEnd;
-      else holding.add(stream, at, gapEnd);
-      this.listener?.stored(prompt, at, gapEnd);
+      holding.extending = segment;
+      holding.extendingList = list;
+      holding.extendingEnd = runEnd;
+      this.extended(holding, prompt, stream, at, gapEnd);
       at = gapEnd;
     }
+  }
+
+  /** Blocks [from, to) of the holding's became the cached copy of their prefix (their segment already says so). */
+  private extended(holding: KvHolding, prompt: PromptBlocks, stream: number, from: number, to: number): void {
+    const size = to - from;
+    this.cached += size;
+    holding.privateBlocks -= size;
+    const last = holding.ranges - 1;
+    if (last >= 0 && holding.streams[last] === stream && holding.his[last] === from) holding.his[last] = to;
+    else holding.add(stream, from, to);
+    this.listener?.stored(prompt, from, to);
   }
 
   /** Splits list[i] at block `at` into [lo, at) at i and [at, hi) at i + 1; in the LRU list the upper part goes first. */
