@@ -20,6 +20,8 @@
 export const MAX_HOLDERS = 16;
 
 const NONE = -1;
+/** Entries whose table slots eviction reads ahead, at a time (a power of two). */
+const PREFETCH = 32;
 /** Entries allocated at first; the arrays double from there as the memory fills. */
 const INITIAL_ENTRIES = 1024;
 // A record is 4 int32 (16 bytes): prev, next, key, holder count. Entry e's holders are
@@ -57,6 +59,8 @@ export class BlockMemory {
   private successor = NONE;
   /** Entries ever handed out: those at and past it were never used. */
   private used = 0;
+  /** Where prefetch() leaves what it read, so that the reads are not optimized away. */
+  sink = 0;
 
   /**
    * @param salt mixed into every slot's hash, so that a client who crafts
@@ -134,6 +138,7 @@ export class BlockMemory {
     this.successor = NONE;
     for (let n = 0; n < count && this.head !== NONE; n++) {
       const e = this.head;
+      if ((n & (PREFETCH - 1)) === 0) this.prefetchOldest(e, count - n < PREFETCH ? count - n : PREFETCH);
       this.unlink(e);
       this.removeFromTable(records[e * RECORD_INTS + KEY]);
       records[e * RECORD_INTS + NEXT] = NONE;
@@ -142,6 +147,31 @@ export class BlockMemory {
       this.freeTail = e;
       this.size--;
     }
+  }
+
+  /**
+   * Reads the table slots of `keys` ahead of looking them up. The memory is
+   * far larger than the CPU's caches, so each lookup of a block not seen
+   * lately waits for main memory; these reads do not depend on each other,
+   * and the CPU overlaps their waits. Changes nothing.
+   */
+  prefetch(keys: readonly number[]): void {
+    const table = this.table;
+    let sink = 0;
+    for (let i = 0; i < keys.length; i++) sink += table[2 * this.home(keys[i] | 0) + 1];
+    this.sink = sink;
+  }
+
+  /** The same for the table slots of `count` entries from `e` on, in LRU order (the next ones eviction removes). */
+  private prefetchOldest(e: number, count: number): void {
+    const records = this.records;
+    const table = this.table;
+    let sink = 0;
+    for (let n = 0; n < count && e !== NONE; n++) {
+      sink += table[2 * this.home(records[e * RECORD_INTS + KEY]) + 1];
+      e = records[e * RECORD_INTS + NEXT];
+    }
+    this.sink = sink;
   }
 
   /** Moves `replica` to the newest end of the entry's holders, dropping the oldest past MAX_HOLDERS. */
