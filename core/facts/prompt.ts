@@ -18,9 +18,31 @@ export function contentText(content: unknown): string {
 }
 
 export function renderMessages(messages: readonly { role: string; content?: unknown }[]): string {
+  return renderChat(messages).text;
+}
+
+export interface RenderedChat {
+  /** The prompt: each message as `<|role|>\n` + its content + `\n`. */
+  readonly text: string;
+  /** Each message's header, `<|role|>\n`, in order. */
+  readonly headers: readonly string[];
+  /** Each message's content as text, in order. */
+  readonly contents: readonly string[];
+}
+
+/** The rendered prompt with its parts, which the token estimate reads message by message (chat-estimate.ts). */
+export function renderChat(messages: readonly { role: string; content?: unknown }[]): RenderedChat {
+  const headers: string[] = [];
+  const contents: string[] = [];
   let text = '';
-  for (const message of messages) text += `<|${message.role}|>\n${contentText(message.content)}\n`;
-  return text;
+  for (const message of messages) {
+    const header = `<|${message.role}|>\n`;
+    const content = contentText(message.content);
+    headers.push(header);
+    contents.push(content);
+    text += `${header}${content}\n`;
+  }
+  return { text, headers, contents };
 }
 
 /** The messages' contents, one a line, up to about `maxChars`: what code detection looks at. */

@@ -75,13 +75,25 @@ function runTokens(kind: number, run: number, latinCharsPerToken: number, wordRa
  * the other classes are fixed.
  */
 export function estimateTokens(text: string, latinCharsPerToken = 4): number {
+  return Math.ceil(chargeRange(text, 0, text.length, 0, latinCharsPerToken));
+}
+
+/**
+ * The charges of `text[from, to)`, added one by one to `tokens`: the
+ * estimate before rounding up. Walking a text in consecutive ranges gives
+ * exactly the whole walk's sum when each range ends a run of its class.
+ * `out.fractional` says whether a charge was a fraction of a token (a
+ * script charged per character): until one is, the sum is a whole number,
+ * and sums of ranges add exactly (core/facts/chat-estimate.ts relies on it).
+ */
+export function chargeRange(text: string, from: number, to: number, tokens: number, latinCharsPerToken: number, out?: { fractional: boolean }): number {
   // A word of n letters: the first token is about 1.5 × the rate long (the
   // leading space rides with it), each further one about the rate.
   const wordRate = latinCharsPerToken * 1.5;
-  let tokens = 0;
   let run = 0;
   let runKind = -1;
-  for (let i = 0; i < text.length; i++) {
+  let fractional = false;
+  for (let i = from; i < to; i++) {
     const kind = KINDS[text.charCodeAt(i)];
     if (kind === runKind) {
       run++;
@@ -91,6 +103,7 @@ export function estimateTokens(text: string, latinCharsPerToken = 4): number {
     const perChar = PER_CHAR[kind];
     if (perChar > 0) {
       tokens += perChar;
+      if (perChar !== 1) fractional = true;
       run = 0;
       runKind = -1;
     } else {
@@ -99,10 +112,25 @@ export function estimateTokens(text: string, latinCharsPerToken = 4): number {
     }
   }
   if (run > 0) tokens += runTokens(runKind, run, latinCharsPerToken, wordRate);
-  return Math.ceil(tokens);
+  if (out !== undefined) out.fractional = fractional;
+  return tokens;
 }
 
 /** The estimator the facts use where no tokenizer counts. */
-export function characterClassEstimator(latinCharsPerToken = 4): TokenEstimator {
-  return { estimate: (text) => estimateTokens(text, latinCharsPerToken) };
+export function characterClassEstimator(latinCharsPerToken = 4): CharacterClassEstimator {
+  const estimator = { estimate: (text: string) => estimateTokens(text, latinCharsPerToken), latinCharsPerToken };
+  characterClass.add(estimator);
+  return estimator;
+}
+
+/** The estimators made here: another object with a rate may count otherwise. */
+const characterClass = new WeakSet<TokenEstimator>();
+
+/** The character-class estimator, with its rate: what lets the facts sum a prompt by parts (core/facts/chat-estimate.ts). */
+export interface CharacterClassEstimator extends TokenEstimator {
+  readonly latinCharsPerToken: number;
+}
+
+export function isCharacterClassEstimator(estimator: TokenEstimator): estimator is CharacterClassEstimator {
+  return characterClass.has(estimator);
 }
