@@ -8,6 +8,7 @@
 // before whitespace and estimated joined, as one text: no word is split at a
 // cut, and no per-stripe rounding adds up. The result is deterministic: the
 // same text always gets the same count.
+import { chargeRanges, isCharacterClassEstimator } from '../tokens/estimate.ts';
 import type { TokenEstimator } from './tokens.ts';
 
 /** Prompts up to this many characters are estimated whole. */
@@ -33,7 +34,8 @@ export function sampledEstimate(text: string, estimator: TokenEstimator): number
   const n = text.length;
   if (n <= ESTIMATE_FULL_CHARS) return estimator.estimate(text);
   const step = (n - STRIPE_CHARS) / (STRIPES - 1);
-  let sample = '';
+  const bounds: number[] = [];
+  let sampled = 0;
   let previousEnd = 0;
   for (let s = 0; s < STRIPES; s++) {
     const from = Math.floor(s * step);
@@ -41,8 +43,19 @@ export function sampledEstimate(text: string, estimator: TokenEstimator): number
     const start = s === 0 ? 0 : Math.max(previousEnd, breakAtOrAfter(text, from, n));
     const end = s === STRIPES - 1 ? n : breakAtOrAfter(text, from + STRIPE_CHARS, n);
     if (end <= start) continue;
-    sample += text.slice(start, end);
+    bounds.push(start, end);
+    sampled += end - start;
     previousEnd = end;
   }
-  return Math.ceil((estimator.estimate(sample) * n) / sample.length);
+  // The character-class estimate walks the stripes where they lie; another estimator is given them joined.
+  const tokens = isCharacterClassEstimator(estimator)
+    ? Math.ceil(chargeRanges(text, bounds, 0, estimator.latinCharsPerToken))
+    : estimator.estimate(joined(text, bounds));
+  return Math.ceil((tokens * n) / sampled);
+}
+
+function joined(text: string, bounds: readonly number[]): string {
+  let sample = '';
+  for (let r = 0; r < bounds.length; r += 2) sample += text.slice(bounds[r], bounds[r + 1]);
+  return sample;
 }

@@ -87,28 +87,44 @@ export function estimateTokens(text: string, latinCharsPerToken = 4): number {
  * and sums of ranges add exactly (core/facts/chat-estimate.ts relies on it).
  */
 export function chargeRange(text: string, from: number, to: number, tokens: number, latinCharsPerToken: number, out?: { fractional: boolean }): number {
+  ONE_RANGE[0] = from;
+  ONE_RANGE[1] = to;
+  return chargeRanges(text, ONE_RANGE, tokens, latinCharsPerToken, out);
+}
+/** chargeRange's one range (the walk is synchronous: nothing else uses it meanwhile). */
+const ONE_RANGE = [0, 0];
+
+/**
+ * The charges of the ranges `text[bounds[0], bounds[1])`,
+ * `text[bounds[2], bounds[3])`, ... walked as one text (a run goes on across
+ * the joins), without making that text: the sampled estimate's stripes.
+ */
+export function chargeRanges(text: string, bounds: readonly number[], tokens: number, latinCharsPerToken: number, out?: { fractional: boolean }): number {
   // A word of n letters: the first token is about 1.5 × the rate long (the
   // leading space rides with it), each further one about the rate.
   const wordRate = latinCharsPerToken * 1.5;
   let run = 0;
   let runKind = -1;
   let fractional = false;
-  for (let i = from; i < to; i++) {
-    const kind = KINDS[text.charCodeAt(i)];
-    if (kind === runKind) {
-      run++;
-      continue;
-    }
-    if (run > 0) tokens += runTokens(runKind, run, latinCharsPerToken, wordRate);
-    const perChar = PER_CHAR[kind];
-    if (perChar > 0) {
-      tokens += perChar;
-      if (perChar !== 1) fractional = true;
-      run = 0;
-      runKind = -1;
-    } else {
-      run = 1;
-      runKind = kind;
+  for (let r = 0; r + 1 < bounds.length; r += 2) {
+    const to = bounds[r + 1];
+    for (let i = bounds[r]; i < to; i++) {
+      const kind = KINDS[text.charCodeAt(i)];
+      if (kind === runKind) {
+        run++;
+        continue;
+      }
+      if (run > 0) tokens += runTokens(runKind, run, latinCharsPerToken, wordRate);
+      const perChar = PER_CHAR[kind];
+      if (perChar > 0) {
+        tokens += perChar;
+        if (perChar !== 1) fractional = true;
+        run = 0;
+        runKind = -1;
+      } else {
+        run = 1;
+        runKind = kind;
+      }
     }
   }
   if (run > 0) tokens += runTokens(runKind, run, latinCharsPerToken, wordRate);

@@ -74,3 +74,18 @@ test("a long chat's facts count the prompt from the sample, and a malformed body
   const refused = requestFacts({ requestId: 'r', endpoint: 'chat', headers: {}, body: { model: 'm', messages: grow(KINDS.prose, 20_000) } });
   assert.ok('code' in refused && refused.code === 'invalid_request' && refused.status === 400, JSON.stringify(refused));
 });
+
+test('the character-class estimate walks the stripes where they lie: the same count as estimating them joined, for every kind of text and cut', () => {
+  const joinedOnly: TokenEstimator = { estimate: (text) => estimator.estimate(text) }; // not the character-class estimator: given the stripes joined
+  let checked = 0;
+  for (const [kind, text] of Object.entries(KINDS)) {
+    // Lengths that move every stripe's cut, texts with and without whitespace near the cuts.
+    for (const chars of [8_193, 9_999, 16_384, 50_000, 220_000]) {
+      for (const variant of [grow(text, chars), grow(text.replace(/\s/g, ''), chars), grow(`${text}\n\n`, chars)]) {
+        assert.equal(sampledEstimate(variant, estimator), sampledEstimate(variant, joinedOnly), `${kind}, ${chars} chars`);
+        checked++;
+      }
+    }
+  }
+  assert.equal(checked, Object.keys(KINDS).length * 15);
+});
