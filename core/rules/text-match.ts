@@ -77,6 +77,8 @@ class KeywordSet {
    * A non-ASCII character then always leads back to the root.
    */
   private readonly ascii: Int32Array | undefined;
+  /** 1 where a state ends a keyword: the common case, none, is one byte read. */
+  private readonly ending: Uint8Array;
 
   constructor(keywords: readonly string[]) {
     for (const keyword of keywords) {
@@ -121,29 +123,42 @@ class KeywordSet {
           table[state * 128 + c] = to !== undefined ? to : state === 0 ? 0 : table[this.fail[state] * 128 + c];
         }
       }
+      // Upper-case letters move as their lower case: the text is read as it is, folded by the table.
+      for (let state = 0; state < this.next.length; state++) for (let c = 65; c <= 90; c++) table[state * 128 + c] = table[state * 128 + c + 32];
       this.ascii = table;
     }
+    this.ending = Uint8Array.from(this.ends, (ends) => (ends.length === 0 ? 0 : 1));
   }
 
   foundIn(text: string): boolean {
     const ascii = this.ascii;
+    const ending = this.ending;
     let state = 0;
+    if (ascii) {
+      // One table read a character (the usual case: ASCII keywords).
+      for (let i = 0; i < text.length; i++) {
+        const c = text.charCodeAt(i);
+        state = c < 128 ? ascii[(state << 7) | c] : 0;
+        if (ending[state] === 1 && this.endsHere(text, i, state)) return true;
+      }
+      return false;
+    }
     for (let i = 0; i < text.length; i++) {
       const c = lower(text.charCodeAt(i));
-      if (ascii) {
-        state = c < 128 ? ascii[state * 128 + c] : 0;
-      } else {
-        while (state !== 0 && !this.next[state].has(c)) state = this.fail[state];
-        state = this.next[state].get(c) ?? 0;
-      }
-      const ends = this.ends[state];
-      if (ends.length === 0) continue;
-      const wordAfter = i + 1 < text.length && isWordCode(text.charCodeAt(i + 1));
-      for (const end of ends) {
-        if (end.wordEnd && wordAfter) continue;
-        const start = i - end.length + 1;
-        if (!end.wordStart || start === 0 || !isWordCode(text.charCodeAt(start - 1))) return true;
-      }
+      while (state !== 0 && !this.next[state].has(c)) state = this.fail[state];
+      state = this.next[state].get(c) ?? 0;
+      if (ending[state] === 1 && this.endsHere(text, i, state)) return true;
+    }
+    return false;
+  }
+
+  /** A keyword ending at `state` ends at text[i] as a whole word. */
+  private endsHere(text: string, i: number, state: number): boolean {
+    const wordAfter = i + 1 < text.length && isWordCode(text.charCodeAt(i + 1));
+    for (const end of this.ends[state]) {
+      if (end.wordEnd && wordAfter) continue;
+      const start = i - end.length + 1;
+      if (!end.wordStart || start === 0 || !isWordCode(text.charCodeAt(start - 1))) return true;
     }
     return false;
   }
