@@ -2,6 +2,7 @@
 // already has the adapter loaded, and concentrate an adapter's requests there
 // (fewer distinct adapters per batch, lower grouped-GEMM overhead). Otherwise
 // the least-loaded replica with room for another adapter.
+import { adapterPositions } from '../sdk/candidates.ts';
 import { candidatePositions, leastLoaded, type Candidate, type StrategyDefinition } from '../sdk/index.ts';
 
 interface Config {
@@ -11,34 +12,27 @@ interface Config {
 
 /**
  * The candidates, in their order, that report the adapter loaded or that
- * this router sent it to at or after `since`. The walk reads each
- * candidate's adapter list only; the replicas sent to are looked up by
- * position (the shared list keeps its index) rather than each candidate in
- * the map of sends, which was most of a large pool's cost.
+ * this router sent it to at or after `since`. Neither walks the pool: the
+ * router keeps which candidates hold which adapter with its shared list, and
+ * the replicas sent to are found by position.
  */
 function withAdapter(candidates: readonly Candidate[], adapter: string, sent: ReadonlyMap<string, number> | undefined, since: number): Candidate[] {
-  const chosen = new Uint8Array(candidates.length);
-  let count = 0;
-  for (let i = 0; i < candidates.length; i++) {
-    const adapters = candidates[i].signals.loadedAdapters;
-    if (adapters.length !== 0 && adapters.includes(adapter)) {
-      chosen[i] = 1;
-      count++;
-    }
-  }
+  const held = adapterPositions(candidates, adapter);
+  let positions: readonly number[] = held;
   if (sent !== undefined && sent.size > 0) {
-    const positions = candidatePositions(candidates);
+    const index = candidatePositions(candidates);
+    let merged: number[] | undefined;
+    let seen: Set<number> | undefined;
     for (const [id, at] of sent) {
-      const i = at >= since ? positions.get(id) : undefined;
-      if (i !== undefined && chosen[i] === 0) {
-        chosen[i] = 1;
-        count++;
-      }
+      const i = at >= since ? index.get(id) : undefined;
+      if (i === undefined || (seen ??= new Set(held)).has(i)) continue;
+      seen.add(i);
+      (merged ??= [...held]).push(i);
     }
+    if (merged !== undefined) positions = merged.sort((a, b) => a - b);
   }
-  const loaded: Candidate[] = [];
-  if (count === 0) return loaded;
-  for (let i = 0; i < candidates.length; i++) if (chosen[i] === 1) loaded.push(candidates[i]);
+  const loaded: Candidate[] = new Array(positions.length);
+  for (let k = 0; k < positions.length; k++) loaded[k] = candidates[positions[k]];
   return loaded;
 }
 

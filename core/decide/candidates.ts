@@ -4,6 +4,7 @@
 // Saturated replicas are marked, never dropped: excluding them would push
 // their load onto the rest, which then saturate too (docs/design.md).
 import type { Candidate, LoadSignals, ReplicaCapacity } from '../../sdk/index.ts';
+import { adaptersChanged, keepAdapterIndex } from '../../sdk/candidates.ts';
 import type { Engine } from '../../sdk/types.ts';
 import type { FleetView, ReplicaState } from '../fleet/types.ts';
 import { DEFAULT_FULL_PREFILL_TOKENS, type Pool, type ReplicaSpec } from './generation.ts';
@@ -176,6 +177,8 @@ export class CandidateCache {
   private saturatedEjected = 0;
   private panicking = false;
   private listed: { candidates: readonly Candidate[]; excluded: readonly TraceAlternative[] } | undefined;
+  /** A kept candidate's adapters changed in place: the list's adapter index is dropped (sdk adapterPositions). */
+  private adaptersMoved = false;
 
   constructor(replicas: readonly ReplicaSpec[]) {
     this.entries = replicas.map((spec) => new ReplicaEntry(spec, this.clock));
@@ -204,6 +207,8 @@ export class CandidateCache {
     }
     const panicking = panics(pool, this.candidateCount, this.ejectedCount, this.failingCount);
     if (relist || panicking !== this.panicking) this.list(panicking);
+    else if (this.adaptersMoved) adaptersChanged(this.listed!.candidates);
+    this.adaptersMoved = false;
     const { candidates, excluded } = this.listed!;
     return { candidates, excluded, saturated: this.saturatedCandidates + (panicking ? this.saturatedEjected : 0) };
   }
@@ -217,9 +222,11 @@ export class CandidateCache {
     if (entry.matches(state, stale)) return false;
     const standing = entry.standing;
     const note = entry.note?.note;
+    const adapters = entry.candidate.signals.loadedAdapters;
     this.count(entry, -1);
     entry.rebuild(pool, state, stale);
     this.count(entry, 1);
+    if (!sameAdapters(adapters, entry.candidate.signals.loadedAdapters)) this.adaptersMoved = true;
     return entry.standing !== standing || entry.note?.note !== note;
   }
 
@@ -253,7 +260,15 @@ export class CandidateCache {
     this.panicking = panicking;
     // Frozen: strategies share the list (and may key caches by it, as the SDK's candidatePositions does), so none may reorder it.
     this.listed = { candidates: Object.freeze(candidates), excluded: Object.freeze(excluded) };
+    keepAdapterIndex(this.listed.candidates);
   }
+}
+
+function sameAdapters(a: readonly string[], b: readonly string[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /**

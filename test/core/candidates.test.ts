@@ -4,6 +4,7 @@
 // panic. Checked over random fleet histories, with and without a change feed.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { adapterPositions } from '../../sdk/candidates.ts';
 import fc from 'fast-check';
 import { buildCandidates, type CandidateSet } from '../../core/decide/candidates.ts';
 import { ChangeLog } from '../../core/fleet/change-log.ts';
@@ -74,7 +75,7 @@ const stateArb = fc.option(
     queueDepth: fc.option(fc.nat(40), { nil: undefined }),
     running: fc.option(fc.nat(40), { nil: undefined }),
     age: fc.option(fc.constantFrom(0, 100, 4999, 5001, 60_000), { nil: undefined }),
-    loadedAdapters: fc.option(fc.constantFrom([], ['a'], ['a', 'b']), { nil: undefined }),
+    loadedAdapters: fc.option(fc.constantFrom([], ['a'], ['a', 'b'], ['b'], ['c', 'b']), { nil: undefined }),
     prefillTokens: fc.option(fc.constantFrom(0, 1000, 70_000), { nil: undefined }),
     activeStreams: fc.option(fc.nat(4), { nil: undefined }),
     // Not a candidate's signal: changing it alone must not matter either way.
@@ -124,6 +125,11 @@ function check(makeFleet: () => FeedFleet | InPlaceFleet, runs: number) {
         const fresh = buildCandidates(pool, fleet, now, MAX_STALENESS_MS, new Set(['not-in-this-pool']));
         assert.deepEqual(view(kept), view(fresh));
         assert.ok(Object.isFrozen(kept.candidates), 'the kept list is frozen: strategies share it');
+        // The adapter index kept with the list follows adapters changed in place.
+        for (const adapter of ['a', 'b', 'c']) {
+          const walked = fresh.candidates.flatMap((c, i) => (c.signals.loadedAdapters.includes(adapter) ? [i] : []));
+          assert.deepEqual([...adapterPositions(kept.candidates, adapter)], walked, `replicas holding ${adapter}`);
+        }
       }
     }),
     { numRuns: runs, seed: 11 },

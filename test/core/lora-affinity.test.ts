@@ -1,4 +1,5 @@
-// lora-affinity finds the replicas holding an adapter without looking each
+// lora-affinity finds the replicas holding an adapter without walking the
+// pool (the router's kept lists carry an adapter index) nor looking each
 // candidate up in its memory of sends: over random pools, loaded adapters and
 // sends, its picks equal those of the plain walk it replaced (written out
 // below as the specification), on shared frozen lists and on copies.
@@ -7,6 +8,7 @@ import assert from 'node:assert/strict';
 import loraAffinity from '../../plugins/lora-affinity.ts';
 import { leastLoaded, seededRandom, type Candidate, type LoadScoreWeights, type PickResult } from '../../sdk/index.ts';
 import { candidate, context, request } from '../../sdk/testkit/index.ts';
+import { adaptersChanged, keepAdapterIndex } from '../../sdk/candidates.ts';
 
 /** The pick as the strategy first made it: every candidate checked against the adapter lists and the map of sends. */
 function walkedPick(candidates: readonly Candidate[], adapter: string, sent: Map<string, number>, since: number, weights: LoadScoreWeights): PickResult {
@@ -43,12 +45,20 @@ test('over random pools, adapters and sends, picks equal the candidate-by-candid
       }),
     );
     const sent = new Map<string, Map<string, number>>();
+    const shared = Object.freeze([...pool]);
+    keepAdapterIndex(shared);
     for (let step = 0; step < 40; step++) {
       ctx.advance(Math.floor(random() * 400));
       const adapter = adapters[Math.floor(random() * adapters.length)];
-      // Some picks see the shared frozen list, some a filtered copy (saturated replicas left out), in another order.
-      const kept = pool.filter(() => random() < 0.9);
-      const list = random() < 0.5 ? Object.freeze(kept) : kept.reverse();
+      // Some picks see a list kept as the router keeps its own (an adapter index, told of changes), some a frozen list, some a filtered copy in another order.
+      if (random() < 0.3) {
+        // A scrape changes a replica's adapters in place; the router says so for the list it keeps.
+        const changed = pool[Math.floor(random() * pool.length)];
+        (changed.signals as { loadedAdapters: readonly string[] }).loadedAdapters = adapters.filter(() => random() < 0.3);
+        adaptersChanged(shared);
+      }
+      const choice = random();
+      const list = choice < 0.4 ? shared : choice < 0.7 ? Object.freeze(pool.filter(() => random() < 0.9)) : pool.filter(() => random() < 0.9).reverse();
       const got = instance.pick(request({ adapter }), list);
       const want = walkedPick(list, adapter, sent.get(adapter) ?? new Map(), ctx.now() - 1000, ctx.loadScoreWeights);
       assert.deepEqual(got, want, `round ${round} step ${step}`);
