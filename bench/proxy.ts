@@ -8,7 +8,8 @@
 //   request rate in front of an emulated engine, non-streaming and streaming;
 // - saturation: CPU per request with 32 clients back to back.
 // BENCH_ONLY=sizes,rate,saturation picks the parts (default: sizes);
-// BENCH_SIZES=150,16k picks sizes.
+// BENCH_SIZES=150,16k picks sizes; `turns` and `turns16k` are next turns of
+// conversations through a router whose model has a tokenizer (Llama 3.1's).
 import { fork, type ChildProcess } from 'node:child_process';
 import { Pool } from 'undici';
 
@@ -291,26 +292,55 @@ function promptText(chars: number, seed: number): string {
   return out.join(' ').slice(0, chars);
 }
 
+/**
+ * Request `i` of a next-turn lane: 16 conversations side by side, each
+ * `TURNS` turns long and then started anew. Turn t carries the t turns
+ * before it (the engine's answers included) and one new question, as a chat
+ * client sends them: all but the new question was in the previous request.
+ */
+function turnBody(i: number, run: number, system: string, stream: boolean): { body: string; conversation: string } {
+  const TURNS = 6;
+  // The fixed engine's answer (bench/targets/fixed-engine.ts): what a next turn carries back as the assistant's message.
+  const answer = ' word'.repeat(16);
+  const slot = i % 16;
+  const k = Math.floor(i / 16);
+  const conversation = `${run}.${slot}.${Math.floor(k / TURNS)}`;
+  const question = (t: number) => ({ role: 'user', content: `Conversation ${conversation}, question ${t}: what does part ${t} say, in one line?` });
+  const messages: object[] = [{ role: 'system', content: system }];
+  for (let t = 0; t < k % TURNS; t++) messages.push(question(t), { role: 'assistant', content: answer });
+  messages.push(question(k % TURNS));
+  return { body: JSON.stringify({ model: 'bench-model', messages, max_tokens: 16, stream }), conversation };
+}
+
 /** Prompt sizes × JSON/SSE: the router against the bare pass-through, closed loop, interleaved. */
 async function sizes(): Promise<void> {
-  const SIZES: Record<string, { chars: number; requests: number }> = {
+  // `turns`, `turns16k`: next turns of conversations (a short system prompt, or a 16 KB document in it)
+  // through a router whose model has a tokenizer (Llama 3.1's), so that every prompt is counted in the engine's tokens.
+  const SIZES: Record<string, { chars: number; requests: number; turns?: boolean }> = {
     '150': { chars: 60, requests: 3000 },
     '16k': { chars: 16 * 1024, requests: 1500 },
     '220k': { chars: 220 * 1024, requests: 300 },
     // Under large_body_bytes (1 MiB, accents included): 8 clients' bodies at once are not the large-body bound's to refuse.
     '1m': { chars: 980_000, requests: 80 },
+    turns: { chars: 60, requests: 3000, turns: true },
+    turns16k: { chars: 16 * 1024, requests: 1500, turns: true },
   };
   const chosen = (process.env.BENCH_SIZES ?? Object.keys(SIZES).join(',')).split(',').filter((name) => name in SIZES);
   const scale = Number(process.env.BENCH_SCALE ?? 1);
   const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
   const concurrency = 8;
+  // Each run of a next-turn lane talks in conversations of its own: nothing it sends was sent before.
+  let turnRun = 0;
   const engine = await start(`${here}targets/fixed-engine.ts`, []);
-  const proxies: Target[] = [
-    { name: 'bare pass-through', ...(await start(`${here}targets/bare-proxy.ts`, [engine.url])) },
-    { name: 'switchyard', ...(await start(`${here}targets/router.ts`, [engine.url])) },
-  ];
+  const bare: Target = { name: 'bare pass-through', ...(await start(`${here}targets/bare-proxy.ts`, [engine.url])) };
+  const proxies: Target[] = [bare, { name: 'switchyard', ...(await start(`${here}targets/router.ts`, [engine.url])) }];
   if (process.env.BENCH_BASELINE)
     proxies.push({ name: 'baseline router', ...(await start(`${process.env.BENCH_BASELINE}/bench/targets/router.ts`, [engine.url])) });
+  // The next-turn lanes' router: its model counts prompts with a tokenizer (the baseline, if any, is left out of them).
+  const tokenized = chosen.some((size) => SIZES[size].turns)
+    ? { name: 'switchyard', ...(await start(`${here}targets/router.ts`, [engine.url, '--tokenizer'])) }
+    : undefined;
+  if (tokenized) await tokenizerReady(tokenized);
   console.log(
     `bench:proxy sizes — closed loop, ${concurrency} clients, ${rounds} interleaved rounds after a warm-up run; a fake engine answering 16 tokens at once`,
   );
@@ -320,16 +350,18 @@ async function sizes(): Promise<void> {
       (proxies[2] ? ' | baseline CPU µs/req | ratio' : ''),
   );
   for (const size of chosen) {
-    const { chars, requests: baseRequests } = SIZES[size];
+    const { chars, requests: baseRequests, turns } = SIZES[size];
     const requests = Math.max(20, Math.round(baseRequests * scale));
+    const lane: Target[] = turns ? [bare, tokenized!] : proxies;
     for (const stream of [false, true]) {
       // 16 distinct documents: prefix-affinity sees a realistic spread, and the client pre-builds every body.
+      const system = (i: number) => (chars < 1024 ? 'You are a concise assistant.' : promptText(chars, i + 1));
       const bodies = Array.from({ length: 16 }, (_, i) =>
         Buffer.from(
           JSON.stringify({
             model: 'bench-model',
             messages: [
-              { role: 'system', content: size === '150' ? 'You are a concise assistant.' : promptText(chars, i + 1) },
+              { role: 'system', content: system(i) },
               { role: 'user', content: `Question ${i}: summarise it in one line.` },
             ],
             max_tokens: 16,
@@ -337,22 +369,26 @@ async function sizes(): Promise<void> {
           }),
         ),
       );
+      const systems = Array.from({ length: 16 }, (_, i) => system(i));
       const run = async (target: Target) => {
         const pool = new Pool(target.url, { connections: concurrency });
         const latencies: number[] = [];
         let next = 0;
         let errors = 0;
+        const runId = ++turnRun;
         const before = await cpuOf(target.child!);
         await Promise.all(
           Array.from({ length: concurrency }, async () => {
             while (next < requests) {
               const i = next++;
+              // A next turn's body is built before its clock starts, as the other lanes' are built before the run.
+              const turn = turns ? turnBody(i, runId, systems[i % 16], stream) : undefined;
               const sent = performance.now();
               const response = await pool.request({
                 path: '/v1/chat/completions',
                 method: 'POST',
-                headers: { 'content-type': 'application/json', 'x-conversation-id': `c-${i % 50}` },
-                body: bodies[i % bodies.length],
+                headers: { 'content-type': 'application/json', 'x-conversation-id': turn ? `t-${turn.conversation}` : `c-${i % 50}` },
+                body: turn ? turn.body : bodies[i % bodies.length],
               });
               await response.body.text();
               if (response.statusCode !== 200) errors++;
@@ -368,17 +404,18 @@ async function sizes(): Promise<void> {
           latencies: latencies.sort((a, b) => a - b),
         };
       };
-      for (const target of proxies) await run(target);
-      const cpu = new Map<string, number[]>(proxies.map((t) => [t.name, []]));
-      const latencies = new Map<string, number[]>(proxies.map((t) => [t.name, []]));
+      for (const target of lane) await run(target);
+      const counted = tokenized && turns ? await tokenCounts(tokenized) : undefined;
+      const cpu = new Map<string, number[]>(lane.map((t) => [t.name, []]));
+      const latencies = new Map<string, number[]>(lane.map((t) => [t.name, []]));
       for (let round = 0; round < rounds; round++) {
-        for (const target of round % 2 ? [...proxies].reverse() : proxies) {
+        for (const target of round % 2 ? [...lane].reverse() : lane) {
           const result = await run(target);
           cpu.get(target.name)!.push(result.cpu);
           latencies.get(target.name)!.push(...result.latencies);
         }
       }
-      const [bare, router, baseline] = proxies;
+      const [, router, baseline] = lane;
       const ratio = (a: Target, b: Target) => median(cpu.get(a.name)!.map((c, r) => c / cpu.get(b.name)![r]));
       const lat = (t: Target) => {
         const sorted = latencies.get(t.name)!.sort((a, b) => a - b);
@@ -395,7 +432,39 @@ async function sizes(): Promise<void> {
             ? ` | ${runs(baseline).padStart(19)} | ${ratio(baseline, bare).toFixed(2)}× (switchyard/baseline ${ratio(router, baseline).toFixed(2)}×)`
             : ''),
       );
+      if (counted) {
+        const after = await tokenCounts(tokenized!);
+        const by = Object.entries(after)
+          .map(([kind, n]) => `${kind} ${n - (counted[kind] ?? 0)}`)
+          .filter((text) => !text.endsWith(' 0'));
+        console.log(`      the measured rounds' prompts were counted by: ${by.join(', ')}`);
+      }
     }
   }
-  for (const child of [engine.child, ...proxies.map((p) => p.child)]) child?.kill('SIGINT');
+  for (const child of [engine.child, ...proxies.map((p) => p.child), tokenized?.child]) child?.kill('SIGINT');
+}
+
+/** The router's prompt token counts by source and fallback (its switchyard_prompt_token_counts_total), from its admin listener. */
+async function tokenCounts(target: Target & { adminUrl?: string }): Promise<Record<string, number>> {
+  const page = await (await fetch(`${target.adminUrl}/metrics`)).text();
+  const counts: Record<string, number> = {};
+  for (const match of page.matchAll(/^switchyard_prompt_token_counts_total\{source="(\w+)",fallback="(\w+)"\} (\d+)/gm))
+    counts[match[2] === 'none' ? match[1] : `${match[1]} (${match[2]})`] = Number(match[3]);
+  return counts;
+}
+
+/** Waits (up to a minute) until the router counts a chat with its tokenizer: loading it takes seconds. */
+async function tokenizerReady(target: Target & { adminUrl?: string }): Promise<void> {
+  const deadline = performance.now() + 60_000;
+  while (performance.now() < deadline) {
+    const response = await fetch(`${target.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Are you there?' }], max_tokens: 16 }),
+    });
+    await response.text();
+    if ((await tokenCounts(target)).tokenizer > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  throw new Error("the next-turn lanes' router did not load its tokenizer within a minute");
 }

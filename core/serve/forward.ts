@@ -122,9 +122,13 @@ export function attempt(input: AttemptInput): Promise<AttemptResult> {
   });
 }
 
-/** A module function, not a closure per attempt: setTimeout passes the attempt. */
+/** Module functions, not closures per attempt: setTimeout passes the attempt. */
 function checkSilence(attempt: Attempt): void {
   attempt.silenceCheck();
+}
+
+function stallTimedOut(attempt: Attempt): void {
+  attempt.stall();
 }
 
 /**
@@ -215,11 +219,11 @@ class Attempt implements Dispatcher.DispatchHandler {
     this.controller?.resume();
   }
 
-  /** The client read nothing for the send timeout: it goes, and the engine request with it. */
-  private readonly onStall = (): void => {
+  /** The client read nothing for the send timeout (stallTimedOut): it goes, and the engine request with it. */
+  stall(): void {
     this.stalled = true;
     this.input.res.destroy(); // 'close' follows: clientClosed() aborts upstream
-  };
+  }
 
   onRequestStart(c: Dispatcher.DispatchController): void {
     this.controller = c;
@@ -275,7 +279,7 @@ class Attempt implements Dispatcher.DispatchHandler {
     if (!res.write(chunk)) {
       c.pause();
       res.once('drain', (this.onDrain ??= this.drained.bind(this)));
-      if (this.input.sendTimeoutMs) this.timer = setTimeout(this.onStall, this.input.sendTimeoutMs).unref();
+      if (this.input.sendTimeoutMs) this.timer = setTimeout(stallTimedOut, this.input.sendTimeoutMs, this).unref();
     }
   }
 

@@ -374,13 +374,9 @@ async function send(deps: ProxyDeps, generation: Generation, input: SendInput): 
   const releaseInFlight = deps.fleet.acquire(replica.id);
   const endPrefill = deps.fleet.startPrefill?.(replica.id, uncachedPromptTokens(decision.handles.routed, replica.id, deps.kvIndex));
   const endStream = stream ? deps.fleet.startStream?.(replica.id) : undefined;
-  const headers = [
-    'x-request-id',
-    request.id,
-    'x-switchyard-model',
-    `${route.model}@${route.version}`,
-    ...rateLimitHeaders(deps.env.quota, route.tenant, decision.handles.tenant.quotas, deps.env.now()),
-  ];
+  const headers = ['x-request-id', request.id, 'x-switchyard-model', `${route.model}@${route.version}`];
+  const quotaHeaders = rateLimitHeaders(deps.env.quota, route.tenant, decision.handles.tenant.quotas, deps.env.now());
+  for (let i = 0; i < quotaHeaders.length; i++) headers.push(quotaHeaders[i]);
   // The client gets another model than it asked for: it always hears which (docs/policies.md, Fallback models).
   if (route.fallbackFrom) headers.push('x-switchyard-fallback-from', route.fallbackFrom);
   // Where it went and why are opt-in (settings or tenant decision_headers: full): replica ids and plugin reasons stay in.
@@ -415,26 +411,13 @@ async function send(deps: ProxyDeps, generation: Generation, input: SendInput): 
   // a client that gave up first, counts against a replica whose peers answered meanwhile. Once per attempt.
   const silenceKey: SilenceKey = { pool: pool.key, stream, tokenBudget };
   const attemptStart = performance.now();
-  const firstEvent = stream && deps.baseLatency ? firstEventOf(endPrefill, attemptStart) : undefined;
-  let silenced = false;
+  const firstEvent = stream && deps.baseLatency ? new FirstEvent(endPrefill, attemptStart) : undefined;
   const timeoutMs = stream ? pool.upstream.streamHeadersTimeoutMs : pool.upstream.headersTimeoutMs;
   const firstCheck = deps.silence?.check(silenceKey, replica.id, attemptStart, 0, timeoutMs);
   const silence =
     firstCheck === undefined || typeof firstCheck !== 'number'
       ? undefined
-      : {
-          firstCheckMs: firstCheck,
-          check: (): number | undefined => {
-            const waitedMs = performance.now() - attemptStart;
-            const verdict = deps.silence!.check(silenceKey, replica.id, attemptStart, waitedMs, timeoutMs);
-            if (typeof verdict === 'number') return verdict;
-            if (verdict === 'silent') {
-              silenced = true;
-              deps.fleet.recordUpstream(replica.id, 'silence', pool, `no first byte within ${Math.round(waitedMs)} ms while its peers answered`);
-            }
-            return undefined;
-          },
-        };
+      : new SilenceCheck(deps.silence!, deps.fleet, silenceKey, replica.id, pool, attemptStart, timeoutMs, firstCheck);
   try {
     const result = await attempt({
       dispatcher,
@@ -455,7 +438,7 @@ async function send(deps: ProxyDeps, generation: Generation, input: SendInput): 
       silence,
       sendTimeoutMs: deps.sendTimeoutMs,
       tap,
-      onFirstByte: firstEvent ? firstEvent.seen : endPrefill,
+      onFirstByte: firstEvent ? firstEvent.onSeen : endPrefill,
     });
     if (result.kind === 'done' || result.kind === 'broken') deps.silence?.answered(silenceKey, replica.id, result.ttfbMs);
     // Only a stream that succeeded teaches the base latency: an error answers without prefill.
@@ -463,7 +446,7 @@ async function send(deps: ProxyDeps, generation: Generation, input: SendInput): 
       deps.baseLatency!.record(pool.key, firstEvent.afterMs, route.modelledWaitMs);
     if (result.kind === 'done') deps.fleet.recordUpstream(replica.id, 'success', pool);
     else if (result.kind === 'aborted') {
-      if (result.beforeFirstByte && !silenced && deps.silence?.abandonmentCounts(silenceKey, replica.id, attemptStart, result.waitedMs ?? 0)) {
+      if (result.beforeFirstByte && !silence?.silenced && deps.silence?.abandonmentCounts(silenceKey, replica.id, attemptStart, result.waitedMs ?? 0)) {
         deps.fleet.recordUpstream(
           replica.id,
           'silence',
@@ -471,7 +454,7 @@ async function send(deps: ProxyDeps, generation: Generation, input: SendInput): 
           `the client gave up after ${Math.round(result.waitedMs ?? 0)} ms without a first byte while its peers answered`,
         );
       }
-    } else if (!silenced) {
+    } else if (!silence?.silenced) {
       if (result.cause === 'connect') deps.fleet.markFailure(replica.id, result.detail);
       deps.fleet.recordUpstream(replica.id, result.cause, pool, result.detail);
     }
@@ -539,12 +522,50 @@ function failureText(result: Extract<AttemptResult, { kind: 'retryable' }>): str
 }
 
 /** A stream's first event is its first token: the prefill is over, and when it came is kept for the pool's base latency. */
-function firstEventOf(endPrefill: (() => void) | undefined, startedAt: number): { seen: () => void; afterMs?: number } {
-  const first: { seen: () => void; afterMs?: number } = {
-    seen: () => {
-      endPrefill?.();
-      first.afterMs ??= performance.now() - startedAt;
-    },
-  };
-  return first;
+class FirstEvent {
+  afterMs: number | undefined;
+  /** Bound once, for forward.ts to call (a class, not a closure per stream). */
+  readonly onSeen = this.seen.bind(this);
+
+  constructor(
+    private readonly endPrefill: (() => void) | undefined,
+    private readonly startedAt: number,
+  ) {}
+
+  private seen(): void {
+    this.endPrefill?.();
+    this.afterMs ??= performance.now() - this.startedAt;
+  }
+}
+
+/**
+ * An attempt's silence checks (forward.ts runs `check` on its timer until it
+ * returns undefined): past the deadline from the peers' latency, the replica
+ * is reported silent, once. A class: most attempts never run a check, and a
+ * closure per attempt is paid whether it runs or not.
+ */
+class SilenceCheck {
+  silenced = false;
+
+  constructor(
+    private readonly watch: SilenceWatch,
+    private readonly fleet: RouterFleet,
+    private readonly key: SilenceKey,
+    private readonly replica: string,
+    private readonly pool: Pool,
+    private readonly startedAt: number,
+    private readonly timeoutMs: number,
+    readonly firstCheckMs: number,
+  ) {}
+
+  check(): number | undefined {
+    const waitedMs = performance.now() - this.startedAt;
+    const verdict = this.watch.check(this.key, this.replica, this.startedAt, waitedMs, this.timeoutMs);
+    if (typeof verdict === 'number') return verdict;
+    if (verdict === 'silent') {
+      this.silenced = true;
+      this.fleet.recordUpstream(this.replica, 'silence', this.pool, `no first byte within ${Math.round(waitedMs)} ms while its peers answered`);
+    }
+    return undefined;
+  }
 }
