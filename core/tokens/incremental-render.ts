@@ -37,25 +37,57 @@ interface Evaluator {
   evaluateBlock(statements: readonly JinjaNode[], environment: Environment): { value: string };
 }
 
+/** A kept link, and the text its key only fingerprints (a plain message's content), compared in full on a hit. */
+interface LinkEntry {
+  readonly link: RenderLink;
+  readonly content?: string;
+}
+
+/**
+ * A message's key under its parent link. A plain `{role, content}` message
+ * with text content (most of a conversation) is keyed by its role, length and
+ * ends, and its content compared on a hit: no JSON of a long message is made
+ * and hashed on every turn. Any other message is keyed by all of its JSON.
+ */
+function messageKey(parent: number, raw: unknown): { readonly key: string; readonly content?: string } {
+  const m = raw as { role?: unknown; content?: unknown } | null;
+  if (m !== null && typeof m === 'object' && typeof m.role === 'string' && typeof m.content === 'string') {
+    let fields = 0;
+    for (const _ in m) fields++;
+    if (fields === 2) {
+      const c = m.content;
+      return { key: `${parent}\u0001${m.role}\u0000${c.length}\u0000${c.slice(0, 48)}\u0000${c.slice(-48)}`, content: c };
+    }
+  }
+  return { key: `${parent}\u0000${JSON.stringify(raw)}` };
+}
+
 /** Links, least recently used dropped first, bounded in bytes. */
 class LinkCache {
-  readonly #entries = new Map<string, RenderLink>();
+  readonly #entries = new Map<string, LinkEntry>();
   readonly #bytes = new Map<RenderLink, number>();
   #total = 0;
   constructor(readonly maxBytes: number) {}
 
-  get(key: string): RenderLink | undefined {
-    const link = this.#entries.get(key);
-    if (link === undefined) return undefined;
+  get(key: string, content?: string): RenderLink | undefined {
+    const entry = this.#entries.get(key);
+    if (entry === undefined || entry.content !== content) return undefined;
     this.#entries.delete(key);
-    this.#entries.set(key, link);
-    return link;
+    this.#entries.set(key, entry);
+    return entry.link;
   }
 
-  set(key: string, link: RenderLink): void {
-    const cost = key.length * 2 + link.output.length * 2 + 96;
+  set(key: string, link: RenderLink, content?: string): void {
+    const cost = key.length * 2 + (content?.length ?? 0) * 2 + link.output.length * 2 + 96;
     if (cost > this.maxBytes / 4) return;
-    this.#entries.set(key, link);
+    const old = this.#entries.get(key);
+    if (old !== undefined) {
+      // Another message with the same fingerprint: the newer one takes the key.
+      this.#entries.delete(key);
+      this.#total -= this.#bytes.get(old.link) ?? 0;
+      this.#bytes.delete(old.link);
+    }
+    this.#entries.set(key, { link, content });
     this.#bytes.set(link, cost);
     this.#total += cost;
     this.#trim();
@@ -77,7 +109,7 @@ class LinkCache {
   }
 
   #trim(): void {
-    for (const [key, link] of this.#entries) {
+    for (const [key, { link }] of this.#entries) {
       if (this.#total <= this.maxBytes) break;
       this.#entries.delete(key);
       this.#total -= this.#bytes.get(link) ?? 0;
@@ -122,11 +154,11 @@ export class IncrementalRenderer {
     let parent: RenderLink = root;
     for (let i = root.offset; i < input.messages.length; i++) {
       const raw = input.messages[i];
-      const key = `${parent.id}\u0000${JSON.stringify(raw)}`;
-      let link = this.links.get(key);
+      const { key, content } = messageKey(parent.id, raw);
+      let link = this.links.get(key, content);
       if (link === undefined) {
         link = { id: this.#nextId++, output: this.#renderMessage(root, raw, i - root.offset) };
-        this.links.set(key, link);
+        this.links.set(key, link, content);
         this.rendered++;
       } else this.reused++;
       links.push(link);

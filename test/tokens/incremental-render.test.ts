@@ -175,3 +175,26 @@ test('the remembered renderings are bounded in bytes', () => {
   }
   assert.ok(links.bytes <= links.maxBytes, `${links.bytes} ≤ ${links.maxBytes}`);
 });
+
+test('a message kept by its role, length and ends is reused only when its whole text is the same', () => {
+  const counter = new FolderCounter(llamaFolder(), 1 << 24);
+  const ends = 'The start of a long message that two users share word for word.'.repeat(3);
+  // Same role, same length, same first and last characters: only the middle differs.
+  const a = `${ends}the middle says yes${ends}`;
+  const b = `${ends}the middle says no!${ends}`;
+  assert.equal(a.length, b.length);
+  for (const [content, other] of [
+    [a, b],
+    [b, a],
+  ]) {
+    const job = { kind: 'chat' as const, chat: { messages: [{ role: 'user', content }] }, now: 0 };
+    const [ids] = counter.encode(job, counter.plan(job));
+    assert.deepEqual([...ids], llamaFolder().tokenizer.encode(renderChat(llamaFolder(), job.chat, new Date(0)), { add_special_tokens: false }).ids);
+    const decoded = llamaFolder().tokenizer.decode([...ids], { skip_special_tokens: false });
+    assert.ok(decoded.includes(content) && !decoded.includes(other), 'the prompt holds this message, not the other');
+  }
+  const rendered = counter.renderer!.rendered;
+  const again = { kind: 'chat' as const, chat: { messages: [{ content: b, role: 'user' }] }, now: 0 };
+  counter.encode(again, counter.plan(again));
+  assert.equal(counter.renderer!.rendered, rendered, 'the same message again (its fields in another order) is reused');
+});
