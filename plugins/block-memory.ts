@@ -157,8 +157,15 @@ export class BlockMemory {
    */
   prefetch(keys: readonly number[]): void {
     const table = this.table;
+    const records = this.records;
+    const holders = this.holders;
     let sink = 0;
-    for (let i = 0; i < keys.length; i++) sink += table[2 * this.home(keys[i] | 0) + 1];
+    for (let i = 0; i < keys.length; i++) {
+      const slot = this.home(keys[i] | 0);
+      const e = table[2 * slot + 1] - 1;
+      // A block held: its record and holders too (found at its home slot, as most are).
+      if (e !== NONE) sink += records[e * RECORD_INTS + COUNT] + holders[e * MAX_HOLDERS];
+    }
     this.sink = sink;
   }
 
