@@ -71,10 +71,15 @@ export default {
     const newMemory = () => new BlockMemory((ctx.random() * 0x1_0000_0000) | 0);
     let memory = known ? previous.memory! : newMemory();
     let replicas = known ? previous.replicas! : new Replicas();
-    // Per pick: each holder's deepest block, valid where stamped with this pick's number.
+    // Per pick: each holder's deepest block, valid where stamped with this pick's number; the
+    // holders met, and the warm candidates' positions and depths (reused: a pick allocates
+    // only its answer).
     const depthOf: number[] = [];
     const stampOf: number[] = [];
     let pickNumber = 0;
+    const held: number[] = [];
+    const warmAt: number[] = [];
+    const warmDepth: number[] = [];
 
     return {
       pick(request, candidates) {
@@ -82,7 +87,7 @@ export default {
         if (hashes.length === 0) return { pass: true, reason: 'prompt shorter than one block' };
         // Deepest block each replica is known to hold.
         const stamp = ++pickNumber;
-        const held: number[] = [];
+        held.length = 0;
         const holders = memory.holderArray;
         let entry = -1;
         for (let i = 0; i < hashes.length; i++) {
@@ -102,18 +107,27 @@ export default {
         // The warm candidates, found through the remembered replicas (never more
         // than a few per block) rather than by walking the pool, in pool order.
         const positions = candidatePositions(candidates);
-        const warm: { at: number; d: number }[] = [];
-        for (const n of held) {
+        let warm = 0;
+        for (let h = 0; h < held.length; h++) {
+          const n = held[h];
           const d = depthOf[n];
           const at = d >= config.min_match_blocks ? positions.get(replicas.ids[n]) : undefined;
-          if (at !== undefined) warm.push({ at, d });
+          if (at === undefined) continue;
+          // Insertion by position (a replica holds one place): they are few, at most a few per block.
+          let k = warm++;
+          for (; k > 0 && warmAt[k - 1] > at; k--) {
+            warmAt[k] = warmAt[k - 1];
+            warmDepth[k] = warmDepth[k - 1];
+          }
+          warmAt[k] = at;
+          warmDepth[k] = d;
         }
-        warm.sort((a, b) => a.at - b.at);
         let best: Candidate | undefined;
         let bestDepth = 0;
         const alternatives = [];
-        for (const { at, d } of warm) {
-          const candidate = candidates[at];
+        for (let w = 0; w < warm; w++) {
+          const d = warmDepth[w];
+          const candidate = candidates[warmAt[w]];
           const kv = candidate.signals.kvUsage;
           if (kv >= config.release_threshold) {
             alternatives.push({ replica: candidate.id, score: d, note: `released: kv ${kv.toFixed(2)}` });
