@@ -6,9 +6,12 @@
 // taking a core. Lanes: the precise-prefix chain, then session hashing.
 //
 //   node --import tsx bench/fleet-sockets.ts [--conversations 150] [--documents 100] [--rate 5]
-//     [--think 0.5] [--blocks 1200] [--seed 1] [--load | --no-load]
+//     [--think 0.5] [--blocks 1200] [--seed 1] [--load | --no-load] [--tokenize-wait 200]
 // The engines' caches are small (--blocks KV blocks of 16 tokens each) so that
-// a small library of documents still makes them evict.
+// a small library of documents still makes them evict. The routers'
+// tokenize_wait_ms (--tokenize-wait) must cover a cold document's encoding:
+// a prompt counted by the estimate has no token ids for precise-prefix to
+// look up (docs/kv-events.md); the table shows how each prompt was counted.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
