@@ -17,6 +17,13 @@ export interface CandidateSet {
   readonly excluded: readonly TraceAlternative[];
   /** How many of the candidates are saturated. */
   readonly saturated: number;
+  /**
+   * The candidates without the saturated ones, when some are: a kept list
+   * (frozen, the same array until a replica's saturation or the list
+   * changes), so that what strategies key by a list survives a saturated
+   * replica. Absent from a list built afresh (a retry): filter it then.
+   */
+  readonly unsaturated?: readonly Candidate[];
 }
 
 type MutableSignals = { -readonly [K in keyof LoadSignals]: LoadSignals[K] };
@@ -179,6 +186,8 @@ export class CandidateCache {
   private listed: { candidates: readonly Candidate[]; excluded: readonly TraceAlternative[] } | undefined;
   /** A kept candidate's adapters changed in place: the list's adapter index is dropped (sdk adapterPositions). */
   private adaptersMoved = false;
+  /** The listed candidates without the saturated ones, made when asked; dropped when a saturation or the list changes. */
+  private unsaturatedList: readonly Candidate[] | undefined;
 
   constructor(replicas: readonly ReplicaSpec[]) {
     this.entries = replicas.map((spec) => new ReplicaEntry(spec, this.clock));
@@ -207,10 +216,19 @@ export class CandidateCache {
     }
     const panicking = panics(pool, this.candidateCount, this.ejectedCount, this.failingCount);
     if (relist || panicking !== this.panicking) this.list(panicking);
-    else if (this.adaptersMoved) adaptersChanged(this.listed!.candidates);
+    else if (this.adaptersMoved) {
+      adaptersChanged(this.listed!.candidates);
+      if (this.unsaturatedList !== undefined) adaptersChanged(this.unsaturatedList);
+    }
     this.adaptersMoved = false;
     const { candidates, excluded } = this.listed!;
-    return { candidates, excluded, saturated: this.saturatedCandidates + (panicking ? this.saturatedEjected : 0) };
+    const saturated = this.saturatedCandidates + (panicking ? this.saturatedEjected : 0);
+    if (saturated === 0) return { candidates, excluded, saturated };
+    if (this.unsaturatedList === undefined) {
+      this.unsaturatedList = Object.freeze(candidates.filter((c) => !c.saturated));
+      keepAdapterIndex(this.unsaturatedList);
+    }
+    return { candidates, excluded, saturated, unsaturated: this.unsaturatedList };
   }
 
   /** Brings an entry up to date; true when the lists must be made again. */
@@ -223,10 +241,12 @@ export class CandidateCache {
     const standing = entry.standing;
     const note = entry.note?.note;
     const adapters = entry.candidate.signals.loadedAdapters;
+    const wasSaturated = entry.candidate.saturated;
     this.count(entry, -1);
     entry.rebuild(pool, state, stale);
     this.count(entry, 1);
     if (!sameAdapters(adapters, entry.candidate.signals.loadedAdapters)) this.adaptersMoved = true;
+    if (entry.candidate.saturated !== wasSaturated) this.unsaturatedList = undefined;
     return entry.standing !== standing || entry.note?.note !== note;
   }
 
@@ -260,6 +280,7 @@ export class CandidateCache {
     this.panicking = panicking;
     // Frozen: strategies share the list (and may key caches by it, as the SDK's candidatePositions does), so none may reorder it.
     this.listed = { candidates: Object.freeze(candidates), excluded: Object.freeze(excluded) };
+    this.unsaturatedList = undefined;
     keepAdapterIndex(this.listed.candidates);
   }
 }

@@ -34,12 +34,12 @@ const UNTIMED: ChainRun = Object.freeze({ budgetMs: Infinity, pickMs: Object.fre
 export function chooseReplica(
   request: RoutedRequest,
   pool: Pool,
-  { candidates, excluded, saturated }: CandidateSet,
+  { candidates, excluded, saturated, unsaturated: kept }: CandidateSet,
   budgetMs: number,
   clock: () => number,
 ): ReplicaChoice {
-  // Usually nothing is saturated: then the candidates themselves (the kept, shared list), not a filtered copy.
-  const unsaturated = saturated > 0 ? candidates.filter((c) => !c.saturated) : candidates;
+  // Usually nothing is saturated: then the candidates themselves (the kept, shared list), not a filtered copy; else the kept unsaturated list.
+  const unsaturated = saturated > 0 ? (kept ?? candidates.filter((c) => !c.saturated)) : candidates;
   const preferred = unsaturated.length > 0 ? unsaturated : candidates;
   const notes: TraceAlternative[] = excluded.map((e) => ({ ...e, note: `excluded: ${e.note}` }));
   if (unsaturated.length > 0 && unsaturated.length < candidates.length) {

@@ -125,6 +125,18 @@ function check(makeFleet: () => FeedFleet | InPlaceFleet, runs: number) {
         const fresh = buildCandidates(pool, fleet, now, MAX_STALENESS_MS, new Set(['not-in-this-pool']));
         assert.deepEqual(view(kept), view(fresh));
         assert.ok(Object.isFrozen(kept.candidates), 'the kept list is frozen: strategies share it');
+        // With replicas saturated, the kept list without them is the fresh list filtered, frozen for strategies to key by.
+        if (kept.saturated > 0) {
+          assert.deepEqual(
+            kept.unsaturated?.map((c) => c.id),
+            fresh.candidates.filter((c) => !c.saturated).map((c) => c.id),
+          );
+          assert.ok(Object.isFrozen(kept.unsaturated));
+          for (const adapter of ['a', 'b', 'c']) {
+            const walked = fresh.candidates.filter((c) => !c.saturated).flatMap((c, i) => (c.signals.loadedAdapters.includes(adapter) ? [i] : []));
+            assert.deepEqual([...adapterPositions(kept.unsaturated!, adapter)], walked, `unsaturated replicas holding ${adapter}`);
+          }
+        } else assert.equal(kept.unsaturated, undefined);
         // The adapter index kept with the list follows adapters changed in place.
         for (const adapter of ['a', 'b', 'c']) {
           const walked = fresh.candidates.flatMap((c, i) => (c.signals.loadedAdapters.includes(adapter) ? [i] : []));
