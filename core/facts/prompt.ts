@@ -34,15 +34,16 @@ export interface RenderedChat {
 export function renderChat(messages: readonly { role: string; content?: unknown }[]): RenderedChat {
   const headers: string[] = [];
   const contents: string[] = [];
-  let text = '';
+  const parts: string[] = [];
   for (const message of messages) {
     const header = `<|${message.role}|>\n`;
     const content = contentText(message.content);
     headers.push(header);
     contents.push(content);
-    text += `${header}${content}\n`;
+    parts.push(header, content, '\n');
   }
-  return { text, headers, contents };
+  // Joined, the text is one flat string: the passes over it (estimate, hashes, rules) read it directly, not through a chain of concatenations.
+  return { text: parts.join(''), headers, contents };
 }
 
 /** The messages' contents, one a line, up to about `maxChars`: what code detection looks at. */
