@@ -181,6 +181,8 @@ export interface RouterSettings {
   readonly charsPerToken: number;
   /** How long a request waits for its prompt's token count before it goes on with the estimate (docs/tokens.md). */
   readonly tokenizeWaitMs: number;
+  /** The same for a model whose replicas publish KV events: their lookups need the prompt's token ids (docs/tokens.md). */
+  readonly kvTokenizeWaitMs: number;
   readonly defaultMaxTokens: number;
   readonly prefixBlockChars: number;
   readonly prefixMaxBlocks: number;

@@ -345,7 +345,7 @@ async function countedFacts(
   urlOf: ProxyDeps['urlOf'],
 ): Promise<RequestFacts | Rejection> {
   if ('code' in facts) return facts;
-  const counted = await countRequestTokens(facts, request.body as Record<string, unknown>, snapshot, snapshot.settings.tokenizeWaitMs, urlOf);
+  const counted = await countRequestTokens(facts, request.body as Record<string, unknown>, snapshot, undefined, urlOf);
   metrics.promptTokenCounts.inc({ source: counted.facts.promptTokensSource, fallback: counted.fallback ?? 'none' });
   return counted.facts;
 }

@@ -14,12 +14,16 @@ import type { FallbackReason, TokenizerService } from './service.ts';
 
 /** The tokenizer folder that counts requests for `requested`, if one does. */
 export function tokenizerFor(snapshot: Generation, requested: string): string | undefined {
-  const model = snapshot.models.get(requested) ?? snapshot.models.get(snapshot.aliases.get(requested)?.model ?? snapshot.adapters.get(requested) ?? '');
-  if (model) return model.tokenizer;
-  const cascade = snapshot.aliases.get(requested)?.cascade;
-  if (!cascade) return undefined;
-  const folders = new Set(cascade.models.map((id) => snapshot.models.get(id)?.tokenizer));
+  const models = modelsServing(snapshot, requested);
+  const folders = new Set(models.map((id) => snapshot.models.get(id)?.tokenizer));
   return folders.size === 1 ? [...folders][0] : undefined;
+}
+
+/** The models a request for `requested` may go to: the model, an alias's model, an adapter's base model, or a cascade's models. */
+export function modelsServing(snapshot: Generation, requested: string): readonly string[] {
+  const model = snapshot.models.get(requested) ?? snapshot.models.get(snapshot.aliases.get(requested)?.model ?? snapshot.adapters.get(requested) ?? '');
+  if (model) return [model.id];
+  return snapshot.aliases.get(requested)?.cascade?.models ?? [];
 }
 
 /** What the worker counts for this request, or why it can't be counted exactly. */

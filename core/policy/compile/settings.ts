@@ -1,7 +1,7 @@
 // Router settings (kind: settings): at most one document; defaults otherwise.
 import { dirname, resolve } from 'node:path';
 import { DEFAULT_PRIORITY_NAMES } from '../../facts/priority.ts';
-import { DEFAULT_TOKENIZE_WAIT_MS } from '../../tokens/defaults.ts';
+import { DEFAULT_KV_TOKENIZE_WAIT_MS, DEFAULT_TOKENIZE_WAIT_MS } from '../../tokens/defaults.ts';
 import { characterClassEstimator } from '../../tokens/estimate.ts';
 import { DEFAULT_CONVERSATION_HEADERS } from '../../facts/conversation.ts';
 import type { QuotaStoreSettings, RouterSettings } from '../compiled.ts';
@@ -22,6 +22,7 @@ const SETTINGS_DEFAULTS: RouterSettings = {
   healthIntervalMs: 1000,
   charsPerToken: 4,
   tokenizeWaitMs: DEFAULT_TOKENIZE_WAIT_MS,
+  kvTokenizeWaitMs: DEFAULT_KV_TOKENIZE_WAIT_MS,
   defaultMaxTokens: 256,
   prefixBlockChars: 64,
   prefixMaxBlocks: 256,
@@ -60,7 +61,9 @@ export function compileSettings(ctx: CompileContext): RouterSettings {
     scrapeIntervalMs: doc.scrape_interval_ms,
     healthIntervalMs: doc.health_interval_ms,
     charsPerToken: doc.chars_per_token,
+    // One value when set; unset, models whose replicas publish KV events wait longer (docs/tokens.md).
     tokenizeWaitMs: doc.tokenize_wait_ms ?? SETTINGS_DEFAULTS.tokenizeWaitMs,
+    kvTokenizeWaitMs: doc.tokenize_wait_ms ?? SETTINGS_DEFAULTS.kvTokenizeWaitMs,
     defaultMaxTokens: doc.default_max_tokens,
     prefixBlockChars: doc.prefix_block_chars,
     prefixMaxBlocks: doc.prefix_max_blocks,
