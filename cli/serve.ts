@@ -26,10 +26,14 @@ import { oneLine, UsageError } from './usage.ts';
 import { version } from './main.ts';
 import { formatProblem, PolicyError } from '../core/diagnostics/problem.ts';
 import { openShadowAndRecorder, SHADOW_SETTINGS, shadowSettings } from './serve-shadow.ts';
+import { preloadTokenizers } from '../core/tokens/preload.ts';
+import { TokenizerService } from '../core/tokens/service.ts';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 const TRACING_EXPORTERS = ['off', 'otlp', 'console'] as const;
+/** /readyz waits at most this long for the policy's tokenizer folders (a Llama 3 tokenizer loads in seconds; a hung one must not keep the router out of service). */
+const TOKENIZER_READY_WAIT_MS = 120_000;
 
 export const SERVE_SETTINGS: readonly Setting[] = [
   { flag: 'policies', arg: 'DIR', env: ['SWITCHYARD_POLICIES'], default: 'policies', help: 'policy directory' },
@@ -182,6 +186,9 @@ export async function runServe(argv: string[]): Promise<number> {
   // Everything built from here on registers how it closes; one close() shuts it all, newest first (core/serve/lifetime.ts).
   const lifetime = new Lifetime({ error: (fields, message) => log.error(fields, message) });
   lifetime.own('policy store', () => store.close());
+  // Loaded now, not on each model's first request; /readyz waits for them.
+  const tokenizers = preloadTokenizers(store.current(), { maxWaitMs: TOKENIZER_READY_WAIT_MS, log: storeLog });
+  lifetime.own('tokenizers', () => TokenizerService.shared().close());
   const extras = await openShadowAndRecorder(shadowed, { builtins: BUILTIN_STRATEGIES, kvIndex, log: storeLog });
   if ('error' in extras) {
     for (const line of extras.error) console.error(line);
@@ -213,6 +220,7 @@ export async function runServe(argv: string[]): Promise<number> {
       recorder,
       kvIndex,
       lifetime,
+      ready: tokenizers.ready,
     });
   } catch (error) {
     await lifetime.close(0).catch(() => {});

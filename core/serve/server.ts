@@ -94,6 +94,8 @@ export interface RouterOptions {
    * built before the router, so that one close() shuts everything in order.
    */
   readonly lifetime?: Lifetime;
+  /** What else /readyz waits for (serve: the policy's tokenizer folders, core/tokens/preload.ts). */
+  readonly ready?: () => boolean;
 }
 
 /** What a client connection may send and hold: settings.yaml, read when serve starts (docs/reliability.md). */
@@ -319,7 +321,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
       metrics.policyDiskLive.set((status?.disk as { matchesLive?: boolean } | undefined)?.matchesLive === false ? 0 : 1);
       return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
     },
-    ready: () => !closing,
+    ready: () => !closing && (options.ready?.() ?? true),
   };
   // Probes stay on the public port; /metrics, which names pools, replicas and plugins, and /admin/* do not (docs/serving.md).
   registerProbeRoutes(app, { ready: hooks.ready });
