@@ -17,6 +17,8 @@ export interface ChatInput {
   readonly tools?: unknown;
   readonly chatTemplateKwargs?: Record<string, unknown>;
   readonly addGenerationPrompt?: boolean;
+  /** The final message left open for the model to continue (vLLM's continue_final_message). */
+  readonly continueFinalMessage?: boolean;
 }
 
 type Config = Record<string, unknown>;
@@ -81,13 +83,19 @@ export class EngineTokenizer {
   renderChat(chat: ChatInput): string {
     if (!this.template) throw new Error(`the tokenizer in ${this.dir} has no chat_template: chat requests need one`);
     const messages = chat.messages.map((m) => ({ ...m, content: flatContent(m.content) }));
-    return this.template.render({
+    const rendered = this.template.render({
       ...this.specials,
       ...(chat.chatTemplateKwargs ?? {}),
       messages,
       tools: chat.tools ?? undefined,
-      add_generation_prompt: chat.addGenerationPrompt ?? true,
+      add_generation_prompt: chat.continueFinalMessage ? false : (chat.addGenerationPrompt ?? true),
     });
+    if (!chat.continueFinalMessage) return rendered;
+    // As transformers' apply_chat_template does for vLLM: the rendering ends right after the final message's text.
+    const final = String(messages[messages.length - 1]?.content ?? '').trim();
+    const at = final === '' ? -1 : rendered.lastIndexOf(final);
+    if (at < 0) throw new Error('continue_final_message: the final message is not in the rendered chat');
+    return rendered.slice(0, at + final.length);
   }
 
   encodeChat(chat: ChatInput): number[] {

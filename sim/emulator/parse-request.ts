@@ -107,7 +107,19 @@ export function chatInput(body: Body, messages: ChatInput['messages']): ChatInpu
   }
   const addGenerationPrompt = body.add_generation_prompt ?? true;
   if (typeof addGenerationPrompt !== 'boolean') throw badRequest('`add_generation_prompt` must be a boolean', 'add_generation_prompt');
-  return { messages, tools: body.tools ?? undefined, chatTemplateKwargs: (kwargs as Record<string, unknown> | null) ?? undefined, addGenerationPrompt };
+  const continueFinalMessage = body.continue_final_message ?? false;
+  if (typeof continueFinalMessage !== 'boolean') throw badRequest('`continue_final_message` must be a boolean', 'continue_final_message');
+  // vLLM's request validator, on the fields as sent (an unset add_generation_prompt does not count).
+  if (continueFinalMessage && body.add_generation_prompt === true) {
+    throw badRequest('Cannot set both `continue_final_message` and `add_generation_prompt` to True.', 'continue_final_message');
+  }
+  return {
+    messages,
+    tools: body.tools ?? undefined,
+    chatTemplateKwargs: (kwargs as Record<string, unknown> | null) ?? undefined,
+    addGenerationPrompt,
+    continueFinalMessage,
+  };
 }
 
 export function parseCompletionBody(raw: unknown): GenerationSpec {

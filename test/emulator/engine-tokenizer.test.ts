@@ -146,4 +146,31 @@ describe('the emulator as vLLM, with a real tokenizer', () => {
     assert.match(String((answer.json.error as { message: string }).message), /--tokenizer DIR/);
     await assert.rejects(startEmulator({ profile: 'tiny', tokenizer: '/nonexistent/tokenizer' }), /tokenizer\.json and tokenizer_config\.json/);
   });
+
+  it('leaves the final message open with continue_final_message, and refuses it beside add_generation_prompt as vLLM does', async () => {
+    const emulator = await start({ tokenizer: LLAMA });
+    const messages = [
+      { role: 'user', content: 'Write a haiku about the sea.' },
+      { role: 'assistant', content: 'Grey waves fold and' },
+    ];
+    const closed = await post(`${emulator.url}/tokenize`, { messages, add_generation_prompt: false });
+    const open = await post(`${emulator.url}/tokenize`, { messages, add_generation_prompt: false, continue_final_message: true });
+    assert.equal(closed.status, 200);
+    assert.equal(open.status, 200);
+    const closedIds = closed.json.tokens as number[];
+    // Llama 3.1's template ends each message with <|eot_id|> (128009): the open chat stops right before it.
+    assert.equal(closedIds.at(-1), 128009);
+    assert.deepEqual(open.json.tokens, closedIds.slice(0, -1));
+    const both = await post(`${emulator.url}/tokenize`, { messages, add_generation_prompt: true, continue_final_message: true });
+    assert.equal(both.status, 400);
+    assert.match(JSON.stringify(both.json), /Cannot set both `continue_final_message` and `add_generation_prompt` to True/);
+    const chat = await post(`${emulator.url}/v1/chat/completions`, {
+      model: 'tiny',
+      messages,
+      continue_final_message: true,
+      add_generation_prompt: true,
+      max_tokens: 2,
+    });
+    assert.equal(chat.status, 400, 'the chat endpoint refuses it too');
+  });
 });
