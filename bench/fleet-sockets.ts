@@ -1,12 +1,15 @@
 // npm run bench:fleet-sockets — the cache-pressure comparison of bench:fleet
 // (docs/experiments.md, section G), over real sockets: 4 emulated vLLM
 // engines (each a process of its own, Llama 3.1's tokenizer, KV events over
-// ZeroMQ) behind 3 `switchyard serve` processes on one policy, each streamed
+// ZeroMQ) behind 3 (--routers) `switchyard serve` processes on one policy, each streamed
 // request sent to one router at random, optionally with a busy-loop neighbour
 // taking a core. Lanes: the precise-prefix chain, then session hashing.
 //
 //   node --import tsx bench/fleet-sockets.ts [--conversations 150] [--documents 100] [--rate 5]
 //     [--think 0.5] [--blocks 1200] [--seed 1] [--load | --no-load] [--tokenize-wait 200]
+//     [--routers 3] [--lanes precise,session]
+// --routers sets how many `switchyard serve` processes share the traffic; --lanes
+// which chains run (precise-prefix, session hashing), in that order.
 // The engines' caches are small (--blocks KV blocks of 16 tokens each) so that
 // a small library of documents still makes them evict. The routers'
 // tokenize_wait_ms (--tokenize-wait) must cover a cold document's encoding:
@@ -43,6 +46,8 @@ async function runBench() {
       seed: { type: 'string', default: '1' },
       load: { type: 'boolean', default: true },
       'tokenize-wait': { type: 'string', default: '200' },
+      routers: { type: 'string', default: '3' },
+      lanes: { type: 'string', default: 'precise,session' },
     },
   });
   const numbers = {
@@ -52,15 +57,26 @@ async function runBench() {
     think: Number(values.think),
     blocks: Number(values.blocks),
     tokenizeWait: Number(values['tokenize-wait']),
+    routers: Number(values.routers),
   };
   for (const [name, n] of Object.entries(numbers)) if (!(Number.isFinite(n) && n > 0)) throw new Error(`--${name} must be a positive number, not ${n}`);
+  if (!Number.isInteger(numbers.routers)) throw new Error(`--routers must be a whole number, not ${numbers.routers}`);
+  const allLanes = {
+    precise: { label: 'precise-prefix → prefix-affinity → power-of-two', chain: ['precise-prefix', 'prefix-affinity', 'power-of-two'] },
+    session: { label: 'session-affinity → prefix-affinity → power-of-two', chain: ['session-affinity', 'prefix-affinity', 'power-of-two'] },
+  };
+  const lanes = values.lanes.split(',').map((name) => {
+    const lane = allLanes[name.trim() as keyof typeof allLanes];
+    if (!lane) throw new Error(`--lanes takes a comma-separated list of ${Object.keys(allLanes).join(', ')}, not "${name}"`);
+    return lane;
+  });
   const spec = cachePressureWorkload({ conversations: numbers.conversations, rate: numbers.rate, thinkS: numbers.think, documents: numbers.documents });
 
   console.log(
     `workload: ${numbers.conversations} conversations (2–4 turns), Poisson ${numbers.rate} req/s, ${numbers.documents} documents of 2.5–3.5k tokens (Zipf 0.8), think ${numbers.think} s, seed ${values.seed}`,
   );
   console.log(
-    `fleet: 4 emulated vLLM engines (8B profile, ${numbers.blocks} KV blocks = ${((numbers.blocks * BLOCK_TOKENS) / 1000).toFixed(1)}k tokens each), 3 routers, CPU-load neighbour ${values.load ? 'on' : 'off'}`,
+    `fleet: 4 emulated vLLM engines (8B profile, ${numbers.blocks} KV blocks = ${((numbers.blocks * BLOCK_TOKENS) / 1000).toFixed(1)}k tokens each), ${numbers.routers} router${numbers.routers === 1 ? '' : 's'}, CPU-load neighbour ${values.load ? 'on' : 'off'}`,
   );
   // Children must not outlive a bench that fails.
   process.once('exit', () => {
@@ -69,13 +85,9 @@ async function runBench() {
   const busy = values.load ? spawn(process.execPath, [SELF, '--busy-child'], { stdio: 'ignore' }) : undefined;
   if (busy) spawned.push(busy);
   try {
-    const lanes = [
-      { label: 'precise-prefix → prefix-affinity → power-of-two', chain: ['precise-prefix', 'prefix-affinity', 'power-of-two'] },
-      { label: 'session-affinity → prefix-affinity → power-of-two', chain: ['session-affinity', 'prefix-affinity', 'power-of-two'] },
-    ];
     const rows: string[] = [];
     for (const lane of lanes) {
-      const result = await runLane(lane.chain, spec, values.seed, numbers.blocks, numbers.tokenizeWait);
+      const result = await runLane(lane.chain, spec, values.seed, numbers.blocks, numbers.tokenizeWait, numbers.routers);
       rows.push(formatRow(lane.label, result));
       console.log(rows.at(-1));
     }
@@ -151,6 +163,7 @@ async function runLane(
   seed: string,
   blocks: number,
   tokenizeWait: number,
+  routerCount: number,
 ): Promise<LaneResult> {
   const children: ChildProcess[] = [];
   const dir = mkdtempSync(join(tmpdir(), 'fleet-sockets-'));
@@ -182,7 +195,7 @@ async function runLane(
     writeFileSync(join(dir, 'settings.yaml'), `kind: settings\ndecision_headers: full\ntokenize_wait_ms: ${tokenizeWait}\n`);
 
     const routers: { client: OpenAI; admin: number; child: ChildProcess }[] = [];
-    for (let i = 0; i < 3; i++) {
+    for (let i = 0; i < routerCount; i++) {
       const port = await freePort();
       const admin = await freePort();
       const child = spawn(

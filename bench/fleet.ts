@@ -9,7 +9,9 @@
 // one of them at random.
 //
 //   node --import tsx bench/fleet.ts [--conversations 4000] [--rate 22] [--think 0.5,10]
-//     [--documents 1000] [--cache-fraction 0.25] [--seed 1] [--all]
+//     [--documents 1000] [--cache-fraction 0.25 | --blocks N] [--seed 1] [--all]
+// --blocks gives each replica N KV blocks of 16 tokens (and a max_model_len of N × 16), as
+// bench:fleet-sockets does, so that its configuration's bound can be computed here.
 // The defaults are the issue's run; on a busy machine scale it down with
 // --conversations (the rate, documents and caches stay as they are).
 import { parseArgs } from 'node:util';
@@ -29,6 +31,7 @@ const { values } = parseArgs({
     documents: { type: 'string', default: String(CACHE_PRESSURE_DEFAULTS.documents) },
     seed: { type: 'string', default: '1' },
     'cache-fraction': { type: 'string', default: '0.25' },
+    blocks: { type: 'string' },
     all: { type: 'boolean', default: false },
   },
 });
@@ -37,11 +40,13 @@ const rate = Number(values.rate);
 const documents = Number(values.documents);
 const thinks = values.think.split(',').map(Number);
 const cacheFraction = Number(values['cache-fraction']);
+const blocks = values.blocks === undefined ? undefined : Number(values.blocks);
 for (const [name, n] of [
   ['conversations', conversations],
   ['rate', rate],
   ['documents', documents],
   ['cache-fraction', cacheFraction],
+  ...(blocks === undefined ? [] : [['blocks', blocks] as const]),
   ...thinks.map((t) => ['think', t] as const),
 ] as const) {
   if (!(Number.isFinite(n) && n > 0)) throw new Error(`--${name} must be a positive number, not ${n}`);
@@ -52,7 +57,10 @@ const REPLICAS = 4;
 // work, or a bigger model): at 0.25, 117k tokens each, 467k for the fleet, so that 1,000
 // documents of ~3k tokens (3M) keep the caches evicting.
 const base = PROFILES['llama-3.1-8b-h100'];
-const replicaProfile: EngineProfile = { ...base, name: 'bench-8b', numGpuBlocks: Math.floor(base.numGpuBlocks * cacheFraction), maxModelLen: 32_768 };
+const replicaProfile: EngineProfile =
+  blocks === undefined
+    ? { ...base, name: 'bench-8b', numGpuBlocks: Math.floor(base.numGpuBlocks * cacheFraction), maxModelLen: 32_768 }
+    : { ...base, name: 'bench-8b', numGpuBlocks: Math.floor(blocks), maxModelLen: Math.floor(blocks) * 16 };
 // The bound: one engine with the fleet's cache, batch and token budget, each token costing a
 // quarter, so it runs the fleet's load at one replica's step times.
 const oracleProfile: EngineProfile = {
