@@ -8,7 +8,7 @@ import { Worker, type WorkerOptions } from 'node:worker_threads';
 import { learnedBlockSizes, rememberBlockKeys } from '../fleet/kv-keys.ts';
 import type { CountJob } from './counter.ts';
 import { WarmHint } from './warm-hint.ts';
-import type { FromWorker, ToWorker } from './worker.ts';
+import type { FromWorker, ToWorker, WorkerProgress } from './worker.ts';
 
 export type FallbackReason = 'loading' | 'load_failed' | 'too_long' | 'timeout' | 'busy' | 'warming' | 'failed' | 'restarted';
 export type CountOutcome =
@@ -34,7 +34,6 @@ export const MAX_WARM_CHARS = 1_000_000;
 interface Pending {
   resolve(outcome: CountOutcome): void;
   timer?: NodeJS.Timeout;
-  startedAt?: number;
 }
 
 type FolderState = { state: 'loading'; done: Promise<string | undefined> } | { state: 'ready' } | { state: 'failed'; error: string };
@@ -61,6 +60,8 @@ export class TokenizerService {
   restarts = 0;
   readonly #options: Required<TokenizerServiceOptions>;
   #worker?: Worker;
+  /** The worker's running job and its start (core/tokens/worker.ts, WorkerProgress). */
+  #progress = new BigInt64Array(new SharedArrayBuffer(16));
   readonly #folders = new Map<string, FolderState>();
   readonly #loading = new Map<string, (error: string | undefined) => void>();
   readonly #pending = new Map<number, Pending>();
@@ -166,7 +167,10 @@ export class TokenizerService {
   #ensureWorker(): Worker {
     if (this.#worker) return this.#worker;
     // The router's environment holds its secrets (the admin token): none of it goes in.
-    const worker = newWorker({ workerData: { cacheBytes: this.#options.cacheBytes }, name: 'switchyard tokenizer', env: {} });
+    const progress = new SharedArrayBuffer(16);
+    const workerData: WorkerProgress = { cacheBytes: this.#options.cacheBytes, progress };
+    const worker = newWorker({ workerData, name: 'switchyard tokenizer', env: {} });
+    this.#progress = new BigInt64Array(progress);
     worker.unref();
     worker.on('message', (message: FromWorker) => this.#onMessage(message));
     worker.on('error', (error) => this.#restart(worker, error.message));
@@ -191,10 +195,6 @@ export class TokenizerService {
     }
     const pending = this.#pending.get(message.id);
     if (!pending) return;
-    if (message.type === 'busy') {
-      pending.startedAt = performance.now();
-      return;
-    }
     this.#pending.delete(message.id);
     clearTimeout(pending.timer);
     this.#unrefWhenIdle();
@@ -206,14 +206,14 @@ export class TokenizerService {
 
   /** A job that runs far too long: a hostile prompt or a broken tokenizer. The worker goes; a new one reloads the folders. */
   #checkStuck(): void {
-    const now = performance.now();
-    for (const pending of this.#pending.values()) {
-      if (pending.startedAt !== undefined && now - pending.startedAt > this.#options.stuckMs && this.#worker) {
-        const worker = this.#worker;
-        void worker.terminate();
-        this.#restart(worker, `a prompt took over ${this.#options.stuckMs} ms`);
-        return;
-      }
+    const running = Number(Atomics.load(this.#progress, 0));
+    // A job that is no longer pending (answered 'too_long', then encoded to warm the cache) is not watched.
+    if (running === 0 || !this.#pending.has(running) || !this.#worker) return;
+    const startedAt = Number(Atomics.load(this.#progress, 1));
+    if (performance.timeOrigin + performance.now() - startedAt > this.#options.stuckMs) {
+      const worker = this.#worker;
+      void worker.terminate();
+      this.#restart(worker, `a prompt took over ${this.#options.stuckMs} ms`);
     }
   }
 

@@ -37,10 +37,20 @@ export type FromWorker =
       /** After this answer the worker encodes the deferred prompt: jobs behind it wait that long. */
       readonly warming?: boolean;
     }
-  | { readonly type: 'busy'; readonly id: number }
   | { readonly type: 'warmed' };
 
-const cacheBytes = (workerData as { cacheBytes: number }).cacheBytes;
+/**
+ * What the worker shares with the router's thread without a message: the running job's id (0 when none) and when it
+ * started (ms, timeOrigin-based), for the stuck-job watchdog. A message per job would wake the router's thread once more.
+ */
+export interface WorkerProgress {
+  readonly cacheBytes: number;
+  /** BigInt64Array over it: [job id, started at]. */
+  readonly progress: SharedArrayBuffer;
+}
+
+const { cacheBytes, progress: progressBuffer } = workerData as WorkerProgress;
+const progress = new BigInt64Array(progressBuffer);
 const counters = new Map<string, FolderCounter>();
 const port = parentPort!;
 /** Block names of remembered conversation starts (a link's ids): a next turn hashes only its new blocks. */
@@ -74,9 +84,10 @@ port.on('message', (message: ToWorker) => {
   const { id, dir, job, waitChars, warmChars, blockSizes = [] } = message;
   const counter = counters.get(dir);
   if (!counter) return port.postMessage({ type: 'counted', id, error: `the tokenizer in ${dir} is not loaded` } satisfies FromWorker);
+  // The started-at first, then the id: a watchdog that reads this id reads this job's start, or a later one.
+  Atomics.store(progress, 1, BigInt(Math.floor(performance.timeOrigin + performance.now())));
+  Atomics.store(progress, 0, BigInt(id));
   try {
-    // Tell the main thread when it starts: it measures how long a job runs.
-    port.postMessage({ type: 'busy', id } satisfies FromWorker);
     const plan = counter.plan(job, waitChars);
     if (plan.coldChars > waitChars) {
       // Too long to wait for: the request goes on with the estimate, and the ids
@@ -97,5 +108,7 @@ port.on('message', (message: ToWorker) => {
     ]);
   } catch (error) {
     port.postMessage({ type: 'counted', id, error: (error as Error).message } satisfies FromWorker);
+  } finally {
+    Atomics.store(progress, 0, 0n);
   }
 });
