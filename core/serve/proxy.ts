@@ -6,7 +6,7 @@
 // request starts on is the one it finishes on.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { commit, complete, type CommitHooks } from '../decide/commit.ts';
-import { decide, rejectedWith, type Admitted } from '../decide/decide.ts';
+import { decide, rejectedWith, type Admitted, type Rejected } from '../decide/decide.ts';
 import type { DecideEnv } from '../decide/env.ts';
 import type { StrategyFault } from '../decide/replica.ts';
 import { isRejection, rejection, type Rejection } from '../errors.ts';
@@ -194,6 +194,8 @@ async function route(
   let retrying = false;
   let result: AttemptResult;
   let attempts = 0;
+  /** Set when a failed attempt finds no other replica to retry on: what the client is told instead of the engine's failure. */
+  let noReplica: Rejected | undefined;
   try {
     for (;;) {
       tap = settlement?.tap();
@@ -265,23 +267,8 @@ async function route(
           `No other replica of pool ${decision.value.pool} could take the request after ${failureText(result)}. Retry after ${wait} s.`,
           { retryAfterS: wait },
         );
-        shape.writeError(res, none, request.id);
-        const refusal = rejectedWith(none, retry.known, retry.trace, retry.handles);
-        lifecycle.finished({
-          request,
-          endpoint,
-          facts,
-          generation,
-          durationMs: performance.now() - startedAt,
-          decision,
-          refusal,
-          outcome: 'upstream_error',
-          status: none.status,
-          attempts,
-          retried: true,
-          failure: result.cause,
-        });
-        return;
+        noReplica = rejectedWith(none, retry.known, retry.trace, retry.handles);
+        break;
       }
       deps.metrics.retries.inc({ pool: pool.key, cause: result.cause });
       // A retry that fell back to another model (its pools now full) names that model upstream.
@@ -293,14 +280,16 @@ async function route(
   }
 
   const outcome = outcomeOf(result);
+  // Every way out settles: a request that got no answer gives its whole charge back.
   const usage = settlement?.settle(result, tap, deps.env, deps.metrics.admission);
   let status: number | undefined;
   if (result.kind === 'retryable') {
-    const failure = failureRejection(result);
+    const failure = noReplica?.rejection ?? failureRejection(result);
     shape.writeError(res, failure, request.id);
     status = failure.status;
   } else if (result.kind === 'done') status = result.status;
-  complete(decision, outcome === 'ok', hooks);
+  // A decision that found no replica to retry on was completed (failed) before that retry.
+  if (!noReplica) complete(decision, outcome === 'ok', hooks);
   lifecycle.finished({
     request,
     endpoint,
@@ -308,6 +297,7 @@ async function route(
     generation,
     durationMs: performance.now() - startedAt,
     decision,
+    refusal: noReplica,
     outcome,
     status,
     attempts,

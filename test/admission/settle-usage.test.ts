@@ -2,8 +2,8 @@
 // max_tokens 4096 but using 20 keeps being admitted; the usage chunk the
 // router asks for on a stream is never seen by a client that did not ask, and
 // exactly once by one that did; usage that cannot be trusted leaves the
-// estimate standing; a broken stream is charged what it delivered; a shadow
-// quota never refuses.
+// estimate standing; a broken stream is charged what it delivered; a request
+// that no replica answered costs nothing; a shadow quota never refuses.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
@@ -29,6 +29,7 @@ before(async () => {
       tenant('streamer', 'tokens_per_minute: 10000') +
       tenant('shadowed', 'tokens_per_minute: 100, shadow: true') +
       tenant('cut', 'tokens_per_minute: 10000') +
+      tenant('unlucky', 'tokens_per_minute: 10000') +
       FAULTS.map((f) => tenant(`bad-${f}`, 'tokens_per_minute: 10000')).join(''),
   };
   router = await startRouterOver(files, 1);
@@ -147,4 +148,28 @@ test('a shadow quota counts and reports but never refuses', async () => {
   const before = await metric('switchyard_quota_shadow_over_total{tenant="shadowed"}');
   for (let i = 0; i < 3; i++) assert.equal(await status(client('shadowed').chat.completions.create(ask)), 200);
   assert.equal((await metric('switchyard_quota_shadow_over_total{tenant="shadowed"}')) - before, 3);
+});
+
+test('a request no replica answered gives its whole charge back, even when no replica is left to retry on', async () => {
+  // One replica, failing before the first byte: the retry finds no other (a 503 that names the pool).
+  engine.usageFault = 'none';
+  engine.failWithStatus = 503;
+  const failedBefore = await metric('switchyard_quota_settlements_total{outcome="failed"}');
+  try {
+    for (let i = 0; i < 4; i++) {
+      // Each admission takes ~4100 of the tenant's 10,000 tokens a minute: unrefunded, the third would be a 429.
+      const error = await client('unlucky')
+        .chat.completions.create(ask)
+        .then(
+          () => undefined,
+          (e: { status?: number; message?: string }) => e,
+        );
+      assert.equal(error?.status, 503, `request ${i}: ${error?.message}`);
+      assert.match(String(error?.message), /No other replica of pool general/);
+    }
+  } finally {
+    engine.failWithStatus = undefined;
+  }
+  assert.equal(await status(client('unlucky').chat.completions.create(ask)), 200, 'the tenant still has its quota');
+  assert.equal((await metric('switchyard_quota_settlements_total{outcome="failed"}')) - failedBefore, 4);
 });

@@ -25,6 +25,8 @@ export class UsageEngine {
   chunkEveryMs = 1;
   /** The prefill: how long before the first byte of the body. */
   firstTokenDelayMs = 0;
+  /** Answer completions with this status and vLLM's error body, before any token (e.g. 503: overloaded). */
+  failWithStatus: number | undefined;
   /** Bodies of completion requests, parsed, in arrival order. */
   readonly bodies: Record<string, unknown>[] = [];
   url = '';
@@ -62,6 +64,12 @@ export class UsageEngine {
       const max = (body.max_completion_tokens ?? body.max_tokens) as number | undefined;
       const tokens = Math.min(this.completionTokens, max ?? Infinity);
       const answer = () => {
+        if (this.failWithStatus !== undefined) {
+          res.writeHead(this.failWithStatus, { 'content-type': 'application/json' });
+          return void res.end(
+            JSON.stringify({ object: 'error', message: 'The engine is overloaded.', type: 'ServiceUnavailableError', param: null, code: this.failWithStatus }),
+          );
+        }
         if (body.stream === true) this.stream(res, body, tokens, (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true);
         else this.json(res, body, tokens);
       };
