@@ -7,11 +7,9 @@
 // through the rest of the chain, and still shut down at once.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { OPEN_TENANTS, TINY_MODELS, tinyPool } from '../helpers/router.ts';
+import { rmSync } from 'node:fs';
 import { routingUrls, startChild, SWITCHYARD_BIN, waitUntil } from '../observe/process.ts';
+import { pluginPolicyDir } from './plugin-policy.ts';
 
 const REQUESTS = 30;
 
@@ -37,13 +35,7 @@ for (const [what, keep] of [
   ['a 128 MB JSON.parse in one call', "JSON.parse('[' + '0,'.repeat(64 * 1024 * 1024) + '0]')"],
 ] as const) {
   test(`a plugin keeping ${what} is quarantined; the router survives every request and shuts down at once`, { timeout: 240_000 }, async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'sy-hoarder-'));
-    mkdirSync(join(dir, 'plugins'));
-    writeFileSync(join(dir, 'plugins', 'hoarder.mjs'), hoarder(keep));
-    writeFileSync(join(dir, 'models.yaml'), TINY_MODELS);
-    writeFileSync(join(dir, 'tenants.yaml'), OPEN_TENANTS);
-    writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\nplugin_dirs: [plugins]\ndecision_headers: full\n');
-    writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 2, strategies: '[hoarder, round-robin]' }));
+    const dir = pluginPolicyDir('sy-hoarder-', { hoarder: hoarder(keep) }, { strategies: '[hoarder, round-robin]', decisionHeaders: 'full' });
     const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', '0', '--admin-port', '0', '--emulator-speed', '20'], {
       env: { NODE_OPTIONS: '' },
     });

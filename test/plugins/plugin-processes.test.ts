@@ -8,11 +8,9 @@
 // pipe to the router and ends when it closes.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { OPEN_TENANTS, TINY_MODELS, tinyPool } from '../helpers/router.ts';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { routingUrls, startChild, SWITCHYARD_BIN, waitUntil } from '../observe/process.ts';
+import { pluginPolicyDir } from './plugin-policy.ts';
 
 const IDLE = `export default {
   name: 'idle', version: '1.0.0', sdk: '^1',
@@ -57,14 +55,7 @@ function gone(pid: number): boolean {
 
 for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
   test(`after ${signal} to the router no plugin process is left, not even one stuck in a loop`, { timeout: 120_000 }, async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'sy-plugin-processes-'));
-    mkdirSync(join(dir, 'plugins'));
-    writeFileSync(join(dir, 'plugins', 'idle.mjs'), IDLE);
-    writeFileSync(join(dir, 'plugins', 'spinner.mjs'), SPINNER);
-    writeFileSync(join(dir, 'models.yaml'), TINY_MODELS);
-    writeFileSync(join(dir, 'tenants.yaml'), OPEN_TENANTS);
-    writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\nplugin_dirs: [plugins]\n');
-    writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 2, strategies: '[spinner, idle, round-robin]' }));
+    const dir = pluginPolicyDir('sy-plugin-processes-', { idle: IDLE, spinner: SPINNER }, { strategies: '[spinner, idle, round-robin]' });
     const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', '0', '--admin-port', '0', '--emulator-speed', '20'], {
       env: { NODE_OPTIONS: '' },
     });
@@ -99,13 +90,7 @@ for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
 }
 
 test('SWITCHYARD_PLUGIN_ISOLATION=thread runs plugins in worker threads of the router: no plugin process', { timeout: 120_000 }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'sy-plugin-processes-'));
-  mkdirSync(join(dir, 'plugins'));
-  writeFileSync(join(dir, 'plugins', 'idle.mjs'), IDLE);
-  writeFileSync(join(dir, 'models.yaml'), TINY_MODELS);
-  writeFileSync(join(dir, 'tenants.yaml'), OPEN_TENANTS);
-  writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\nplugin_dirs: [plugins]\ndecision_headers: full\n');
-  writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 2, strategies: '[idle, round-robin]' }));
+  const dir = pluginPolicyDir('sy-plugin-processes-', { idle: IDLE }, { strategies: '[idle, round-robin]', decisionHeaders: 'full' });
   const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', '0', '--admin-port', '0', '--emulator-speed', '20'], {
     env: { NODE_OPTIONS: '', SWITCHYARD_PLUGIN_ISOLATION: 'thread' },
   });

@@ -11,11 +11,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { OPEN_TENANTS, TINY_MODELS, tinyPool } from '../helpers/router.ts';
+import { TINY_MODELS, tinyPool } from '../helpers/router.ts';
 import { routingUrls, startChild, SWITCHYARD_BIN, waitUntil } from '../observe/process.ts';
+import { pluginPolicyDir } from './plugin-policy.ts';
 
 const SNOOP = `import { readFileSync } from 'node:fs';
 function found(pid) {
@@ -52,13 +53,7 @@ export default {
 for (const via of ['SWITCHYARD_ADMIN_TOKEN', 'SWITCHYARD_ADMIN_TOKEN_FILE'] as const) {
   test(`a plugin that reads the admin token (${via}) never gets it into headers, logs, /admin/decisions or /admin/state`, { timeout: 120_000 }, async () => {
     const token = `adm-${randomBytes(16).toString('hex')}`;
-    const dir = mkdtempSync(join(tmpdir(), 'sy-secrets-'));
-    mkdirSync(join(dir, 'plugins'));
-    writeFileSync(join(dir, 'plugins', 'snoop.mjs'), SNOOP);
-    writeFileSync(join(dir, 'models.yaml'), TINY_MODELS);
-    writeFileSync(join(dir, 'tenants.yaml'), OPEN_TENANTS);
-    writeFileSync(join(dir, 'settings.yaml'), 'kind: settings\nplugin_dirs: [plugins]\ndecision_headers: full\n');
-    writeFileSync(join(dir, 'pools.yaml'), tinyPool({ replicas: 2, strategies: '[snoop, round-robin]' }));
+    const dir = pluginPolicyDir('sy-secrets-', { snoop: SNOOP }, { strategies: '[snoop, round-robin]', decisionHeaders: 'full' });
     const tokenFile = join(dir, 'admin-token');
     writeFileSync(tokenFile, `${token}\n`);
     const env = via === 'SWITCHYARD_ADMIN_TOKEN' ? { SWITCHYARD_ADMIN_TOKEN: token } : { SWITCHYARD_ADMIN_TOKEN_FILE: tokenFile };
