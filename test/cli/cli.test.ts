@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SERVE_SETTINGS } from '../../cli/serve.ts';
 import { json, OPEN_TENANTS, TINY_MODELS, tinyPool, until } from '../helpers/router.ts';
+import { freePort } from '../observe/process.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const PKG = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string; license: string };
@@ -42,14 +43,6 @@ function run(args: string[], env: Record<string, string> = {}, timeoutMs = 60_00
 /** The environment without any SWITCHYARD_* or PORT of the machine running the tests. */
 function cleanEnv(): NodeJS.ProcessEnv {
   return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('SWITCHYARD_') && k !== 'PORT'));
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 function policyDir(extra: Record<string, string> = {}): string {

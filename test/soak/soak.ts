@@ -20,7 +20,7 @@
 // Every process is a child of this one: the router (its memory is what is
 // measured), and each engine (so that it can be killed for real).
 import { fork, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
+import { freePort } from '../observe/process.ts';
 import { curatedCases, fetchBody, type HostileCase } from '../hostile/cases.ts';
 import { rawExchange } from '../hostile/raw-http.ts';
 import { CLIENT_FLOODS } from '../hostile/floods-kit.ts';
@@ -109,17 +109,6 @@ function start(args: string[], execArgv: string[] = []): Promise<{ url: string; 
   return new Promise((resolve, reject) => {
     child.once('message', (m) => resolve({ url: (m as { url: string }).url, child }));
     child.once('exit', (code) => reject(new Error(`${args[0]} exited with ${code} before it was ready`)));
-  });
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
   });
 }
 
