@@ -15,6 +15,19 @@ export const CODE_SCAN_CHARS = 32_768;
 const DEFINITIONS = ['def', 'class', 'import', 'from', 'function', 'fn', 'func', 'public', 'private', '#include', 'package', 'const', 'let', 'var'];
 const BLOCKS = ['if', 'for', 'while'];
 
+/**
+ * The words of `words` by their first character (all ASCII), in their order: a line start
+ * tries only the words its first character can begin: trying all 17 words at every line
+ * start (a String#startsWith call each, ~10 ns) was most of the scan of a long prompt.
+ */
+function byFirst(words: readonly string[]): (readonly string[] | undefined)[] {
+  const table: string[][] = [];
+  for (const word of words) (table[word.charCodeAt(0)] ??= []).push(word);
+  return Array.from({ length: 128 }, (_, c) => table[c]);
+}
+const DEFINITIONS_BY_FIRST = byFirst(DEFINITIONS);
+const BLOCKS_BY_FIRST = byFirst(BLOCKS);
+
 export function looksLikeCode(text: string): boolean {
   return scanForCode(text.length > CODE_SCAN_CHARS ? text.slice(0, CODE_SCAN_CHARS) : text);
 }
@@ -49,16 +62,26 @@ function endsLine(text: string, i: number): boolean {
   return true;
 }
 
-function startsWithAny(text: string, i: number, words: readonly string[]): number {
-  for (const word of words) if (text.startsWith(word, i)) return i + word.length;
+/** text.startsWith(word, i) for a short word: compared here, a builtin call costs more than the few characters. */
+function wordAt(text: string, i: number, word: string): boolean {
+  if (i + word.length > text.length) return false;
+  for (let k = 0; k < word.length; k++) if (text.charCodeAt(i + k) !== word.charCodeAt(k)) return false;
+  return true;
+}
+
+function startsWithAny(text: string, i: number, byFirst: readonly (readonly string[] | undefined)[]): number {
+  const words = byFirst[text.charCodeAt(i)];
+  if (words !== undefined) for (const word of words) if (wordAt(text, i, word)) return i + word.length;
   return -1;
 }
 
 /** `def … \s+\S` and the like: a definition keyword, whitespace, and some non-space somewhere after. */
 function definitionAt(text: string, start: number, lastNonSpace: number): boolean {
-  for (const word of DEFINITIONS) {
+  const words = DEFINITIONS_BY_FIRST[text.charCodeAt(start)];
+  if (words === undefined) return false;
+  for (const word of words) {
     const end = start + word.length;
-    if (text.startsWith(word, start) && end < text.length && isSpace(text.charCodeAt(end)) && end < lastNonSpace) return true;
+    if (wordAt(text, start, word) && end < text.length && isSpace(text.charCodeAt(end)) && end < lastNonSpace) return true;
   }
   return false;
 }
@@ -89,7 +112,7 @@ function blockAt(text: string, end: number): boolean {
 function codeLineAt(text: string, start: number, lastNonSpace: number): boolean {
   if (start >= text.length) return false;
   if (definitionAt(text, start, lastNonSpace)) return true;
-  const end = startsWithAny(text, start, BLOCKS);
+  const end = startsWithAny(text, start, BLOCKS_BY_FIRST);
   return end >= 0 && blockAt(text, end);
 }
 
