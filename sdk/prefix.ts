@@ -1,5 +1,5 @@
 import { Buffer } from 'node:buffer';
-import { hashRange, hashString, hashWords, mixHashes } from './hashing.ts';
+import { finalize, hashRange, hashString, hashWords, mixHashes, step } from './hashing.ts';
 
 /** About 16 tokens of ~4 characters: one engine KV block. */
 export const DEFAULT_PREFIX_BLOCK_CHARS = 64;
@@ -34,34 +34,152 @@ const scratchWords = new Int32Array(scratch);
 export function prefixHashes(text: string, seed: string, blockChars = DEFAULT_PREFIX_BLOCK_CHARS, maxBlocks = DEFAULT_PREFIX_MAX_BLOCKS): number[] {
   const blocks = Math.min(maxBlocks, Math.floor(text.length / blockChars));
   const out = new Array<number>(blocks);
-  let previous = hashString(seed);
+  const seedHash = hashString(seed);
   if (!LITTLE_ENDIAN || blockChars % 2 !== 0 || blockChars > SCRATCH_CHARS) {
+    let previous = seedHash;
     for (let i = 0; i < blocks; i++) {
       previous = mixHashes(previous, hashRange(text, i * blockChars, (i + 1) * blockChars));
       out[i] = previous;
     }
     return out;
   }
-  const wordsPerBlock = blockChars / 2;
-  const blocksPerCopy = Math.floor(SCRATCH_CHARS / blockChars);
-  for (let first = 0; first < blocks; first += blocksPerCopy) {
-    const count = Math.min(blocksPerCopy, blocks - first);
-    const start = first * blockChars;
-    const chars = count * blockChars;
-    scratchBytes.write(start === 0 ? text : text.substring(start, start + chars), 0, chars * 2, 'utf16le');
-    for (let b = 0; b < count; b++) {
-      previous = mixHashes(previous, hashWords(scratchWords, b * wordsPerBlock, (b + 1) * wordsPerBlock));
-      out[first + b] = previous;
-    }
+  if (blocks < MIN_REMEMBERED_BLOCKS || blocks * blockChars > MAX_REMEMBERED_CHARS) {
+    hashBlocks(text, blockChars, 0, blocks, seedHash, out);
+    return out;
+  }
+  // The first block names the slot: a prompt that begins as one hashed lately may share more with it.
+  hashBlocks(text, blockChars, 0, 1, seedHash, out);
+  const slot = out[0] & (REMEMBERED_SLOTS - 1);
+  const shared = recall(remembered[slot], text, seed, blockChars, blocks, out);
+  if (shared < blocks) {
+    hashBlocks(text, blockChars, Math.max(1, shared), blocks, out[Math.max(1, shared) - 1], out);
+    remember(remembered[slot], text, seed, blockChars, blocks, out);
   }
   return out;
 }
 
-/** Chains already-hashed blocks (a trace's block ids) the same way. */
-export function chainBlockHashes(blocks: readonly number[], seed: string): number[] {
-  const out = new Array<number>(blocks.length);
+/**
+ * out[from, to) for blocks of `text`, chained onto `previous` (the seed's hash, or block from-1's).
+ * The characters are copied natively into the scratch buffer and read as 32-bit words.
+ */
+function hashBlocks(text: string, blockChars: number, from: number, to: number, previous: number, out: number[]): void {
+  const wordsPerBlock = blockChars / 2;
+  const blocksPerCopy = Math.floor(SCRATCH_CHARS / blockChars);
+  for (let first = from; first < to; first += blocksPerCopy) {
+    const count = Math.min(blocksPerCopy, to - first);
+    const start = first * blockChars;
+    const chars = count * blockChars;
+    scratchBytes.write(start === 0 ? text : text.substring(start, start + chars), 0, chars * 2, 'utf16le');
+    let b = 0;
+    // Blocks hash independently (only the chaining is sequential): four at a time, so that the CPU
+    // overlaps their chains of multiplies instead of waiting on one (the same hashes, hashWords's).
+    for (; b + 4 <= count; b += 4) {
+      hashFourBlocks(scratchWords, b * wordsPerBlock, wordsPerBlock);
+      for (let k = 0; k < 4; k++) out[first + b + k] = previous = mixHashes(previous, four[k]);
+    }
+    for (; b < count; b++) {
+      previous = mixHashes(previous, hashWords(scratchWords, b * wordsPerBlock, (b + 1) * wordsPerBlock));
+      out[first + b] = previous;
+    }
+  }
+}
+
+/** The last hashFourBlocks's answers. */
+const four = new Int32Array(4);
+
+/** hashWords of four consecutive blocks of `words` words from `start`, into `four`, interleaved. */
+function hashFourBlocks(buffer: Int32Array, start: number, words: number): void {
+  let h0 = 0;
+  let h1 = 0;
+  let h2 = 0;
+  let h3 = 0;
+  for (let i = start, end = start + words; i < end; i++) {
+    h0 = step(h0, buffer[i]);
+    h1 = step(h1, buffer[i + words]);
+    h2 = step(h2, buffer[i + 2 * words]);
+    h3 = step(h3, buffer[i + 3 * words]);
+  }
+  const length = 2 * words;
+  four[0] = finalize(h0 ^ length);
+  four[1] = finalize(h1 ^ length);
+  four[2] = finalize(h2 ^ length);
+  four[3] = finalize(h3 ^ length);
+}
+
+// Prompts hashed lately, so that the blocks a prompt shares with one of them
+// (a shared system prompt or document, a conversation's earlier turns) are
+// not hashed again: comparing characters is a native memory compare, about
+// twenty times cheaper than hashing them. A prompt's hashes are what hashing
+// it gives, remembered or not. One prompt per slot, the slot named by the
+// first block's hash; a newer prompt that adds blocks takes it.
+const REMEMBERED_SLOTS = 128;
+/** Shorter prompts cost less to hash than to look up. */
+const MIN_REMEMBERED_BLOCKS = 8;
+/** The most characters a remembered prompt's blocks cover (the default 256 blocks of 64): 128 slots keep at most 8 MB. */
+const MAX_REMEMBERED_CHARS = 16_384;
+
+/** A slot: its arrays are reused by the prompts that take it. */
+class Remembered {
+  seed = '';
+  blockChars = 0;
+  /** The prompt (or a copy of its hashed part): its first `blocks` blocks were hashed. */
+  text = '';
+  blocks = 0;
+  hashes = new Uint32Array(0);
+}
+
+const remembered: Remembered[] = Array.from({ length: REMEMBERED_SLOTS }, () => new Remembered());
+
+/**
+ * How many leading blocks `text` shares with the remembered prompt (out[0]
+ * is hashed already), their hashes copied into `out`. Most often it shares
+ * all the blocks both have, or all but the last few (a new question after
+ * the same document): those are tried first, then halved.
+ */
+function recall(entry: Remembered, text: string, seed: string, blockChars: number, blocks: number, out: number[]): number {
+  if (entry.blocks === 0 || entry.hashes[0] !== out[0] || entry.seed !== seed || entry.blockChars !== blockChars) return 0;
+  const most = Math.min(blocks, entry.blocks);
+  const shares = (k: number) => {
+    const chars = k * blockChars;
+    // Strings compared with === are compared natively (String#startsWith walks them a character at a time).
+    return (chars === text.length ? text : text.substring(0, chars)) === (chars === entry.text.length ? entry.text : entry.text.substring(0, chars));
+  };
+  let good = 0; // blocks known shared
+  let bad = most + 1; // blocks known not shared (most + 1: none known)
+  for (let gap = 0; most - gap > good; gap = 2 * gap + 1) {
+    if (shares(most - gap)) {
+      good = most - gap;
+      break;
+    }
+    bad = most - gap;
+  }
+  while (bad - good > 1) {
+    const mid = (good + bad) >>> 1;
+    if (shares(mid)) good = mid;
+    else bad = mid;
+  }
+  for (let i = 1; i < good; i++) out[i] = entry.hashes[i];
+  return good;
+}
+
+function remember(entry: Remembered, text: string, seed: string, blockChars: number, blocks: number, out: readonly number[]): void {
+  const chars = blocks * blockChars;
+  entry.seed = seed;
+  entry.blockChars = blockChars;
+  // A slice would keep all of a long prompt alive: past twice the hashed part, a copy of that part (flattening the pair copies it).
+  entry.text = text.length <= 2 * chars ? text : ` ${text.substring(0, chars)}`.slice(1);
+  entry.blocks = blocks;
+  if (entry.hashes.length < blocks) entry.hashes = new Uint32Array(Math.max(blocks, 2 * entry.hashes.length));
+  const hashes = entry.hashes;
+  for (let i = 0; i < blocks; i++) hashes[i] = out[i];
+}
+
+/** Chains already-hashed blocks (a trace's block ids) the same way, the first `maxBlocks` of them. */
+export function chainBlockHashes(blocks: readonly number[], seed: string, maxBlocks = Infinity): number[] {
+  const count = Math.min(blocks.length, maxBlocks);
+  const out = new Array<number>(count);
   let previous = hashString(seed);
-  for (let i = 0; i < blocks.length; i++) {
+  for (let i = 0; i < count; i++) {
     previous = mixHashes(previous, blocks[i] >>> 0);
     out[i] = previous;
   }

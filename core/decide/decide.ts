@@ -284,7 +284,7 @@ class Routed implements RoutedRequest {
       const { prefixBlockChars, prefixMaxBlocks } = this.#settings;
       const blocks = this.#blockHashes;
       this.#hashes = blocks
-        ? chainBlockHashes((typeof blocks === 'function' ? blocks() : blocks).slice(0, prefixMaxBlocks), seed)
+        ? chainBlockHashes(typeof blocks === 'function' ? blocks() : blocks, seed, prefixMaxBlocks)
         : prefixHashes(this.#facts.promptText, seed, prefixBlockChars, prefixMaxBlocks);
     }
     return this.#hashes;
