@@ -26,11 +26,11 @@ interface Target {
   child?: ChildProcess;
 }
 
-// BENCH_PROFILE=DIR writes a CPU profile of each router process into DIR (open it in Chrome's DevTools).
+// BENCH_PROFILE=DIR writes a CPU profile of each router process, and of the bare pass-through, into DIR (open it in Chrome's DevTools).
 const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
 
 function start(script: string, args: string[]): Promise<{ url: string; adminUrl?: string; child: ChildProcess }> {
-  const execArgv = ['--import', 'tsx', ...(script.endsWith('/router.ts') ? profile : [])];
+  const execArgv = ['--import', 'tsx', ...(script.endsWith('/router.ts') || script.endsWith('/bare-proxy.ts') ? profile : [])];
   const child = fork(script, args, { execArgv, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
   return new Promise((resolve, reject) => {
     child.once('message', (m) => resolve({ ...(m as { url: string; adminUrl?: string }), child }));
