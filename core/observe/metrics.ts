@@ -3,6 +3,7 @@
 // request ids, whose values grow without end.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { AdmissionMetrics } from './admission-metrics.ts';
+import { HotCounter, HotHistogram } from './hot-series.ts';
 
 /** Every per-pool series is labelled with the pool's key (`model@version/name`): a pool's name alone is shared by the pools of several models. */
 export const poolLabel = (model: string, version: string, pool: string): string => `${model}@${version}/${pool}`;
@@ -14,13 +15,13 @@ const RETRY_REFUSALS = ['attempts', 'budget', 'no_replica'] as const;
 export class RouterMetrics {
   readonly registry = new Registry();
 
-  readonly requests = new Counter({
+  readonly requests = new HotCounter({
     name: 'switchyard_requests_total',
     help: 'Requests by model, pool and outcome (ok, rejected, upstream_error, aborted).',
     labelNames: ['model', 'pool', 'outcome'] as const,
     registers: [this.registry],
   });
-  readonly decisions = new Counter({
+  readonly decisions = new HotCounter({
     name: 'switchyard_replica_decisions_total',
     help: 'Replica picks by pool, replica and the strategy that picked.',
     labelNames: ['pool', 'replica', 'strategy'] as const,
@@ -32,20 +33,20 @@ export class RouterMetrics {
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
-  readonly decisionSeconds = new Histogram({
+  readonly decisionSeconds = new HotHistogram({
     name: 'switchyard_decision_duration_seconds',
     help: 'Time to build the request facts and make the four decisions.',
     buckets: [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.005],
     registers: [this.registry],
   });
-  readonly ttfbSeconds = new Histogram({
+  readonly ttfbSeconds = new HotHistogram({
     name: 'switchyard_upstream_ttfb_seconds',
     help: "Time from dispatch to the engine's first response byte, by pool.",
     labelNames: ['pool'] as const,
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [this.registry],
   });
-  readonly upstreamSeconds = new Histogram({
+  readonly upstreamSeconds = new HotHistogram({
     name: 'switchyard_upstream_duration_seconds',
     help: 'Time from dispatch to the last response byte, by pool.',
     labelNames: ['pool'] as const,
@@ -58,7 +59,7 @@ export class RouterMetrics {
     labelNames: ['pool', 'cause'] as const,
     registers: [this.registry],
   });
-  readonly promptTokenCounts = new Counter({
+  readonly promptTokenCounts = new HotCounter({
     name: 'switchyard_prompt_token_counts_total',
     help: 'Requests by how their prompt tokens were obtained (source: tokenizer, engine, estimate) and, for an estimate where a tokenizer is configured, why (docs/tokens.md).',
     labelNames: ['source', 'fallback'] as const,

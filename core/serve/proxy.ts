@@ -336,7 +336,7 @@ async function countedFacts(
 ): Promise<RequestFacts | Rejection> {
   if ('code' in facts) return facts;
   const counted = await countRequestTokens(facts, request.body as Record<string, unknown>, snapshot, undefined, urlOf);
-  metrics.promptTokenCounts.inc({ source: counted.facts.promptTokensSource, fallback: counted.fallback ?? 'none' });
+  metrics.promptTokenCounts.add(1, counted.facts.promptTokensSource, counted.fallback ?? 'none');
   return counted.facts;
 }
 

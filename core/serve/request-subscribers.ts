@@ -13,7 +13,7 @@ export function metricsSubscriber(metrics: RouterMetrics): RequestSubscriber {
   const { admission } = metrics;
   return {
     decided({ decision, retry, previous, decisionMs }) {
-      if (!retry) metrics.decisionSeconds.observe(decisionMs / 1000);
+      if (!retry) metrics.decisionSeconds.record(decisionMs / 1000);
       if (!decision.ok) return;
       const { value } = decision;
       if (!retry && value.shadowOverQuota) admission.shadowOverQuota.inc({ tenant: value.tenant });
@@ -22,19 +22,19 @@ export function metricsSubscriber(metrics: RouterMetrics): RequestSubscriber {
         admission.fallbacks.inc({ from: value.fallbackFrom, to: value.model });
     },
     attemptStarted({ decision }) {
-      metrics.decisions.inc({ pool: decision.handles.pool.key, replica: decision.value.replica, strategy: decision.value.strategy });
+      metrics.decisions.add(1, decision.handles.pool.key, decision.value.replica, decision.value.strategy);
     },
     attemptEnded({ decision, result, durationMs }) {
       if (result.kind !== 'done' && result.kind !== 'broken') return;
-      const labels = { pool: decision.handles.pool.key };
-      metrics.ttfbSeconds.observe(labels, result.ttfbMs / 1000);
-      metrics.upstreamSeconds.observe(labels, durationMs / 1000);
+      const pool = decision.handles.pool.key;
+      metrics.ttfbSeconds.record(result.ttfbMs / 1000, pool);
+      metrics.upstreamSeconds.record(durationMs / 1000, pool);
     },
     finished({ decision, refusal, outcome }) {
       if (refusal) {
         countRejection(metrics, refusal);
         countShed(metrics, refusal);
-      } else if (decision.ok) metrics.requests.inc({ model: decision.value.model, pool: decision.handles.pool.key, outcome });
+      } else if (decision.ok) metrics.requests.add(1, decision.value.model, decision.handles.pool.key, outcome);
     },
   };
 }
