@@ -10,6 +10,7 @@
 import { Environment, Interpreter } from '@huggingface/jinja';
 import { chatEnvironment, strftimeUtc, templateMessage, type ChatInput } from './chat-template.ts';
 import type { ChatTemplateFolder } from './folder.ts';
+import { RecentCache, type Slot } from './recent-cache.ts';
 import { messageLoop, type JinjaNode, type MessageLoop } from './template-loop.ts';
 
 /** One link of a rendered conversation: PRE (the root) or one message's loop output. */
@@ -62,59 +63,37 @@ function messageKey(parent: number, raw: unknown): { readonly key: string; reado
   return { key: `${parent}\u0000${JSON.stringify(raw)}` };
 }
 
-/** Links, least recently used dropped first, bounded in bytes. */
+/** Links, bounded in bytes, those not used lately dropped first (core/tokens/recent-cache.ts). */
 class LinkCache {
-  readonly #entries = new Map<string, LinkEntry>();
-  readonly #bytes = new Map<RenderLink, number>();
-  #total = 0;
-  constructor(readonly maxBytes: number) {}
+  readonly #entries: RecentCache<LinkEntry>;
+  /** Each kept link's slot: its cost grows when the counter gives it its ids. */
+  readonly #slots = new WeakMap<RenderLink, Slot<LinkEntry>>();
+  constructor(readonly maxBytes: number) {
+    this.#entries = new RecentCache(maxBytes);
+  }
 
   get(key: string, content?: string): RenderLink | undefined {
     const entry = this.#entries.get(key);
-    if (entry === undefined || entry.content !== content) return undefined;
-    this.#entries.delete(key);
-    this.#entries.set(key, entry);
-    return entry.link;
+    return entry === undefined || entry.content !== content ? undefined : entry.link;
   }
 
+  /** Another message with the same fingerprint already kept: the newer one takes the key. */
   set(key: string, link: RenderLink, content?: string): void {
-    const cost = key.length * 2 + (content?.length ?? 0) * 2 + link.output.length * 2 + 96;
-    if (cost > this.maxBytes / 4) return;
-    const old = this.#entries.get(key);
-    if (old !== undefined) {
-      // Another message with the same fingerprint: the newer one takes the key.
-      this.#entries.delete(key);
-      this.#total -= this.#bytes.get(old.link) ?? 0;
-      this.#bytes.delete(old.link);
-    }
-    this.#entries.set(key, { link, content });
-    this.#bytes.set(link, cost);
-    this.#total += cost;
-    this.#trim();
+    const slot = this.#entries.set(key, { link, content }, key.length * 2 + (content?.length ?? 0) * 2 + link.output.length * 2 + 96);
+    if (slot !== undefined) this.#slots.set(link, slot);
   }
 
   /** Records a link's new state and its cost. */
   setState(link: RenderLink, state: NonNullable<RenderLink['state']>): void {
-    const before = this.#bytes.get(link);
-    if (before === undefined) return; // evicted, or never kept: nobody finds it again
+    const slot = this.#slots.get(link);
+    if (slot === undefined || !slot.live) return; // evicted, or never kept: nobody finds it again
     const extra = state.ids.byteLength + state.tail.length * 2 - (link.state ? link.state.ids.byteLength + link.state.tail.length * 2 : 0);
     link.state = state;
-    this.#bytes.set(link, before + extra);
-    this.#total += extra;
-    this.#trim();
+    this.#entries.resize(slot, slot.cost + extra);
   }
 
   get bytes(): number {
-    return this.#total;
-  }
-
-  #trim(): void {
-    for (const [key, { link }] of this.#entries) {
-      if (this.#total <= this.maxBytes) break;
-      this.#entries.delete(key);
-      this.#total -= this.#bytes.get(link) ?? 0;
-      this.#bytes.delete(link);
-    }
+    return this.#entries.bytes;
   }
 }
 

@@ -6,6 +6,7 @@
 // the ids equal whole-text encoding. Text that merely looks like a special
 // token (`<|user|>` where the vocabulary has none) is not a cut.
 import type { TokenizerFolder } from './folder.ts';
+import { RecentCache } from './recent-cache.ts';
 
 interface TrieNode {
   [char: string]: TrieNode | string | undefined;
@@ -124,17 +125,18 @@ export function segmentable(folder: Pick<TokenizerFolder, 'tokenizerJson'>): boo
   return !/"Metaspace"/.test(seen) || !/"prepend_scheme":"first"/.test(seen);
 }
 
-/** Ids per stretch of text, least recently used dropped first, bounded in bytes. */
+/** Ids per stretch of text, bounded in bytes, those not used lately dropped first (core/tokens/recent-cache.ts). */
 export class SegmentCache {
-  readonly #entries = new Map<string, Uint32Array>();
-  #bytes = 0;
+  readonly #entries: RecentCache<Uint32Array>;
   hits = 0;
   misses = 0;
 
-  constructor(readonly maxBytes: number) {}
+  constructor(readonly maxBytes: number) {
+    this.#entries = new RecentCache(maxBytes);
+  }
 
   get bytes(): number {
-    return this.#bytes;
+    return this.#entries.bytes;
   }
 
   has(text: string): boolean {
@@ -142,29 +144,11 @@ export class SegmentCache {
   }
 
   get(text: string): Uint32Array | undefined {
-    const ids = this.#entries.get(text);
-    if (ids === undefined) return undefined;
-    // Most recently used goes last.
-    this.#entries.delete(text);
-    this.#entries.set(text, ids);
-    return ids;
+    return this.#entries.get(text);
   }
 
   set(text: string, ids: Uint32Array): void {
-    const cost = SegmentCache.cost(text, ids);
-    if (cost > this.maxBytes / 4) return; // one huge stretch must not flush everyone else's
-    const old = this.#entries.get(text);
-    if (old) {
-      this.#entries.delete(text);
-      this.#bytes -= SegmentCache.cost(text, old);
-    }
-    this.#entries.set(text, ids);
-    this.#bytes += cost;
-    for (const [key, value] of this.#entries) {
-      if (this.#bytes <= this.maxBytes) break;
-      this.#entries.delete(key);
-      this.#bytes -= SegmentCache.cost(key, value);
-    }
+    this.#entries.set(text, ids, SegmentCache.cost(text, ids));
   }
 
   static cost(text: string, ids: Uint32Array): number {
@@ -173,7 +157,7 @@ export class SegmentCache {
 }
 
 /** Encodes rendered text stretch by stretch through the cache; `encode` does one stretch with no special tokens added. */
-export function encodeSegments(pieces: readonly Piece[], cache: SegmentCache, encode: (text: string) => number[]): Uint32Array {
+export function encodeSegments(pieces: readonly Piece[], cache: SegmentCache, encode: (text: string) => readonly number[]): Uint32Array {
   const parts: (Uint32Array | number)[] = [];
   let length = 0;
   for (const piece of pieces) {
