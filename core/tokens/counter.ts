@@ -7,6 +7,7 @@
 import { renderChat, type ChatInput } from './chat-template.ts';
 import type { TokenizerFolder } from './folder.ts';
 import { IncrementalRenderer, type RenderLink } from './incremental-render.ts';
+import { PieceEncoder } from './piece-encoder.ts';
 import { AddedTokenSplitter, coldChars, encodeSegments, SegmentCache, segmentable, type Piece } from './segments.ts';
 
 export type CountJob =
@@ -39,6 +40,8 @@ export class FolderCounter {
   readonly cache: SegmentCache;
   readonly #folder: TokenizerFolder;
   readonly #splitter: AddedTokenSplitter;
+  /** Stretches encoded piece by piece, each piece's ids cached (core/tokens/piece-encoder.ts). */
+  readonly pieces: PieceEncoder;
   readonly #segmentable: boolean;
   /** What the post-processor puts around a text when special tokens are added; undefined when that is not a plain prefix/suffix. */
   readonly #wrap?: { readonly prefix: number[]; readonly suffix: number[] };
@@ -51,6 +54,7 @@ export class FolderCounter {
     this.#folder = folder;
     this.cache = new SegmentCache(cacheBytes);
     this.#splitter = new AddedTokenSplitter(folder);
+    this.pieces = new PieceEncoder(folder.tokenizer, folder.tokenizerJson.model?.type);
     this.#segmentable = segmentable(folder);
     const bare = folder.tokenizer.encode('a', { add_special_tokens: false }).ids;
     const wrapped = folder.tokenizer.encode('a', { add_special_tokens: true }).ids;
@@ -106,7 +110,7 @@ export class FolderCounter {
   /** Token ids per prompt. Chat prompts get no special tokens added; text prompts get the post-processor's. */
   encode(job: CountJob, plan: CountPlan): Uint32Array[] {
     if (plan.unsplit) plan = this.plan(job);
-    const encode = (text: string) => this.#folder.tokenizer.encode(text, { add_special_tokens: false }).ids;
+    const encode = (text: string) => this.pieces.encode(text);
     return plan.prompts.map(({ head, pieces, remember }, i) => {
       if (job.kind === 'chat') {
         if (!remember) return encodeSegments(pieces, this.cache, encode);

@@ -26,7 +26,7 @@ export interface ChatTemplateFolder {
 export interface TokenizerFolder extends ChatTemplateFolder {
   readonly dir: string;
   readonly tokenizer: Tokenizer;
-  readonly tokenizerJson: { readonly added_tokens?: readonly AddedTokenJson[]; readonly pre_tokenizer?: unknown };
+  readonly tokenizerJson: { readonly added_tokens?: readonly AddedTokenJson[]; readonly pre_tokenizer?: unknown; readonly model?: { readonly type?: unknown } };
 }
 
 export interface AddedTokenJson {
