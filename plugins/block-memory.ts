@@ -200,7 +200,8 @@ export class BlockMemory {
       }
       at = base;
     }
-    holders.copyWithin(at, at + 1, last + 1);
+    // A few slots at most: a loop costs less than copyWithin's call into the runtime.
+    for (; at < last; at++) holders[at] = holders[at + 1];
     holders[last] = replica;
   }
 
