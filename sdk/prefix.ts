@@ -139,15 +139,10 @@ const remembered: Remembered[] = Array.from({ length: REMEMBERED_SLOTS }, () => 
 function recall(entry: Remembered, text: string, seed: string, blockChars: number, blocks: number, out: number[]): number {
   if (entry.blocks === 0 || entry.hashes[0] !== out[0] || entry.seed !== seed || entry.blockChars !== blockChars) return 0;
   const most = Math.min(blocks, entry.blocks);
-  const shares = (k: number) => {
-    const chars = k * blockChars;
-    // Strings compared with === are compared natively (String#startsWith walks them a character at a time).
-    return (chars === text.length ? text : text.substring(0, chars)) === (chars === entry.text.length ? entry.text : entry.text.substring(0, chars));
-  };
   let good = 0; // blocks known shared
   let bad = most + 1; // blocks known not shared (most + 1: none known)
   for (let gap = 0; most - gap > good; gap = 2 * gap + 1) {
-    if (shares(most - gap)) {
+    if (samePrefix(text, entry.text, (most - gap) * blockChars)) {
       good = most - gap;
       break;
     }
@@ -155,11 +150,16 @@ function recall(entry: Remembered, text: string, seed: string, blockChars: numbe
   }
   while (bad - good > 1) {
     const mid = (good + bad) >>> 1;
-    if (shares(mid)) good = mid;
+    if (samePrefix(text, entry.text, mid * blockChars)) good = mid;
     else bad = mid;
   }
   for (let i = 1; i < good; i++) out[i] = entry.hashes[i];
   return good;
+}
+
+/** Do `a` and `b` begin with the same `chars` characters? Compared with ===, natively (String#startsWith walks them a character at a time). */
+function samePrefix(a: string, b: string, chars: number): boolean {
+  return (chars === a.length ? a : a.substring(0, chars)) === (chars === b.length ? b : b.substring(0, chars));
 }
 
 function remember(entry: Remembered, text: string, seed: string, blockChars: number, blocks: number, out: readonly number[]): void {
