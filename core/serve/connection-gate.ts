@@ -120,9 +120,10 @@ export function installConnectionGate(server: Server, bounds: ConnectionBounds, 
     const onIncoming = parser?.onIncoming;
     if (!parser || typeof onIncoming !== 'function') return;
     socket[HOOKED] = true;
-    parser.onIncoming = function gatedOnIncoming(this: unknown, ...args: unknown[]) {
+    // node calls it with (request, shouldKeepAlive): named parameters, not a rest array per request.
+    parser.onIncoming = function gatedOnIncoming(this: unknown, incoming: unknown, keepAlive: unknown) {
       if (!admit(socket)) return STOP_PARSING;
-      return onIncoming.apply(this, args);
+      return onIncoming.call(this, incoming, keepAlive);
     };
   });
 
@@ -135,12 +136,22 @@ export function installConnectionGate(server: Server, bounds: ConnectionBounds, 
     const state = socket[STATE];
     if (state) {
       state.pending++;
-      res.once('close', () => state.pending--);
+      (res as GatedResponse)[STATE] = state;
+      res.on('close', answered); // one shared listener: no closure, and no once() wrapper, per request
     }
     for (const handler of handlers) handler.call(server, req, res);
   });
 }
 
+/** A response's 'close': its request no longer waits on the connection. */
+function answered(this: GatedResponse): void {
+  const state = this[STATE];
+  if (state === undefined) return;
+  this[STATE] = undefined; // 'close' comes once; counted once all the same
+  state.pending--;
+}
+
+type GatedResponse = ServerResponse & { [STATE]?: ConnectionState };
 type GatedSocket = Socket & {
   [STATE]?: ConnectionState;
   [HOOKED]?: boolean;

@@ -55,27 +55,29 @@ export function earlyAdmission(current: () => Generation, bounds: LargeBodyBound
     onRefused(request, r);
     return send(request, reply, r);
   };
-  return async function check(request: FastifyRequest, reply: FastifyReply) {
+  // A callback hook, not an async one: an async hook costs a promise and a microtask turn on every request.
+  // A refusal answers and never calls done(): fastify goes no further.
+  return function check(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
     const snapshot = current();
     const authorization = request.headers.authorization;
     let hash: string | undefined;
     if (authorization !== undefined && authorization !== '') {
       const key = /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1];
-      if (key === undefined) return refuse(request, reply, rejection('invalid_api_key', 'The Authorization header must be "Bearer <api key>".'));
+      if (key === undefined) return void refuse(request, reply, rejection('invalid_api_key', 'The Authorization header must be "Bearer <api key>".'));
       hash = sha256Hex(key);
       (request as Marked)[API_KEY_HASH] = hash;
     }
     const who = resolveTenant(snapshot, hash);
-    if (!who.ok) return refuse(request, reply, who.rejection);
+    if (!who.ok) return void refuse(request, reply, who.rejection);
     const tenant = who.value;
 
     const length = request.headers['content-length'];
     const large = length === undefined ? request.headers['transfer-encoding'] !== undefined : Number(length) > bounds.largeBodyBytes;
-    if (!large) return;
+    if (!large) return done();
     const client = request.socket.remoteAddress ?? '';
     if (byClient.get(client) >= bounds.maxLargeBodiesPerClient || byTenant.get(tenant.id) >= bounds.maxLargeBodiesPerTenant) {
       const perClient = byClient.get(client) >= bounds.maxLargeBodiesPerClient;
-      return refuse(
+      return void refuse(
         request,
         reply,
         rejection(
@@ -98,5 +100,6 @@ export function earlyAdmission(current: () => Generation, bounds: LargeBodyBound
     request.raw.once('end', () => setImmediate(release));
     request.raw.once('close', release);
     reply.raw.once('close', release);
+    done();
   };
 }

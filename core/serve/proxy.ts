@@ -114,7 +114,7 @@ async function route(
   const startedAt = performance.now();
   const body = request.body as Record<string, unknown>;
   const prepared = shape.prepare?.(body, generation) ?? NOTHING_PREPARED;
-  const checked = await countedFacts(
+  const counting = countedFacts(
     requestFacts(
       { requestId: request.id, endpoint, headers: request.headers, body, apiKeyHash: apiKeyHashOf(request), conversationId: prepared.conversationId },
       { estimator: generation.settings.estimator, bodyValidated: true, conversationHeaders: generation.settings.conversationHeaders },
@@ -124,6 +124,8 @@ async function route(
     deps.metrics,
     deps.urlOf,
   );
+  // Awaited only when a tokenizer is counting: an await is a turn of the microtask queue, and most requests have nothing to wait for.
+  const checked = counting instanceof Promise ? await counting : counting;
   // A shared quota store may need one bounded round trip first (docs/quotas.md);
   // decide() then checks synchronously. The wait is not decision time.
   let waitedMs = 0;
@@ -326,16 +328,21 @@ function upstreamBodyFor(body: Record<string, unknown>, decision: Admitted, sett
   });
 }
 
-/** The facts in the engine's tokens where the model has a tokenizer (docs/tokens.md); the estimate otherwise, counted. */
-async function countedFacts(
+/** The facts in the engine's tokens where the model has a tokenizer (docs/tokens.md); the estimate otherwise, counted. A promise only while a tokenizer counts. */
+function countedFacts(
   facts: RequestFacts | Rejection,
   request: FastifyRequest,
   snapshot: Generation,
   metrics: RouterMetrics,
   urlOf: ProxyDeps['urlOf'],
-): Promise<RequestFacts | Rejection> {
+): Promise<RequestFacts | Rejection> | RequestFacts | Rejection {
   if ('code' in facts) return facts;
-  const counted = await countRequestTokens(facts, request.body as Record<string, unknown>, snapshot, undefined, urlOf);
+  const counting = countRequestTokens(facts, request.body as Record<string, unknown>, snapshot, undefined, urlOf);
+  if (counting instanceof Promise) return counting.then((counted) => countOf(counted, metrics));
+  return countOf(counting, metrics);
+}
+
+function countOf(counted: Awaited<ReturnType<typeof countRequestTokens>>, metrics: RouterMetrics): RequestFacts {
   metrics.promptTokenCounts.add(1, counted.facts.promptTokensSource, counted.fallback ?? 'none');
   return counted.facts;
 }

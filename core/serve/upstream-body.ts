@@ -22,7 +22,10 @@ export interface UpstreamBodyOptions {
 }
 
 export class UpstreamBody {
-  private readonly texts = new Map<Engine | undefined, string | Buffer>();
+  /** The first body built and its engine kind (undefined: any kind); a Map only once a retry goes to another kind. */
+  private firstKey: Engine | undefined;
+  private first: string | Buffer | undefined;
+  private others: Map<Engine | undefined, string | Buffer> | undefined;
 
   constructor(
     private readonly body: Record<string, unknown>,
@@ -31,10 +34,15 @@ export class UpstreamBody {
 
   for(engine: Engine | undefined): string | Buffer {
     const key = this.options.priority === undefined ? undefined : engine;
-    let text = this.texts.get(key);
+    if (this.first === undefined) {
+      this.firstKey = key;
+      return (this.first = this.build(engine));
+    }
+    if (key === this.firstKey) return this.first;
+    let text = (this.others ??= new Map()).get(key);
     if (text === undefined) {
       text = this.build(engine);
-      this.texts.set(key, text);
+      this.others.set(key, text);
     }
     return text;
   }
