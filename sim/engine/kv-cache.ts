@@ -35,6 +35,8 @@ class Segment {
   lo: number;
   hi: number;
   ref: number;
+  /** The last of its stream's list: nothing of its stream is cached after it. */
+  last = false;
   /** LRU neighbours (toward the head: evicted sooner); null at the ends or while referenced. */
   prev: Segment | null = null;
   next: Segment | null = null;
@@ -53,29 +55,45 @@ class Segment {
  * keep their storage and `ranges` says how much of them is in use.
  */
 export class KvHolding {
-  /** Stream, first and end block of each cached range held: the first `ranges` entries. */
+  /**
+   * Stream, first and end block of each cached range held: the first
+   * `ranges` entries, except that the last range's stream and end are
+   * `lastStream` and `lastHi` (his[ranges - 1] is written when another range
+   * is added or the holding is read): a decode that fills a block extends the
+   * last range without loading the arrays.
+   */
   readonly streams: number[] = [];
   readonly los: number[] = [];
   readonly his: number[] = [];
   ranges = 0;
+  lastStream = 0;
+  lastHi = 0;
   /** Blocks holding nothing cached: output, a prompt tail not yet cached, copies of prefixes cached elsewhere. */
   privateBlocks = 0;
   /**
-   * The segment this holding's last cached blocks went into, its stream's
-   * list and the end of the prompt run it belongs to: a decode that fills
-   * the next block of that run extends it without looking the stream up.
+   * The segment this holding's last cached blocks went into and the end of
+   * the prompt run it belongs to: a decode that fills the next block of that
+   * run extends it without looking the stream up.
    */
   extending: Segment | null = null;
-  extendingList: Segment[] | null = null;
   extendingEnd = 0;
 
   get size(): number {
+    this.flush();
     let n = this.privateBlocks;
     for (let i = 0; i < this.ranges; i++) n += this.his[i] - this.los[i];
     return n;
   }
 
+  /** Writes the last range's end into `his`. */
+  flush(): void {
+    if (this.ranges > 0) this.his[this.ranges - 1] = this.lastHi;
+  }
+
   add(stream: number, lo: number, hi: number): void {
+    this.flush();
+    this.lastStream = stream;
+    this.lastHi = hi;
     const i = this.ranges++;
     if (i === this.los.length) {
       this.streams.push(stream);
@@ -225,15 +243,12 @@ export class KvCache {
    */
   cache(holding: KvHolding, prompt: PromptBlocks, from: number, to: number): void {
     const segment = holding.extending;
-    if (segment !== null && segment.hi === from && segment.ref === 1 && to <= holding.extendingEnd) {
+    if (segment !== null && segment.hi === from && segment.last && segment.ref === 1 && to <= holding.extendingEnd) {
       // The blocks continue the segment this holding alone references, the last of its stream's
       // list (nothing cached after it): what cacheRange would do, without finding the stream.
-      const list = holding.extendingList!;
-      if (list[list.length - 1] === segment) {
-        segment.hi = to;
-        this.extended(holding, prompt, segment.stream, from, to);
-        return;
-      }
+      segment.hi = to;
+      this.extended(holding, prompt, segment.stream, from, to);
+      return;
     }
     const { streams, ends } = prompt;
     let start = 0;
@@ -251,6 +266,7 @@ export class KvCache {
 
   /** Drops the holding's references: freed cached ranges go to the LRU tail (last blocks first), private blocks to the head. */
   release(holding: KvHolding): void {
+    holding.flush();
     const { streams, los, his } = holding;
     for (let k = holding.ranges - 1; k >= 0; k--) {
       const lo = los[k];
@@ -270,7 +286,6 @@ export class KvCache {
     holding.privateBlocks = 0;
     holding.ranges = 0;
     holding.extending = null;
-    holding.extendingList = null;
   }
 
   /** `runEnd`: the end of the prompt run these blocks belong to. */
@@ -299,10 +314,13 @@ export class KvCache {
       } else {
         segment = new Segment(stream, at, gapEnd, 1);
         list.splice(i, 0, segment);
+        if (i === list.length - 1) {
+          if (i > 0) list[i - 1].last = false;
+          segment.last = true;
+        }
         i++;
       }
       holding.extending = segment;
-      holding.extendingList = list;
       holding.extendingEnd = runEnd;
       this.extended(holding, prompt, stream, at, gapEnd);
       at = gapEnd;
@@ -314,8 +332,7 @@ export class KvCache {
     const size = to - from;
     this.cached += size;
     holding.privateBlocks -= size;
-    const last = holding.ranges - 1;
-    if (last >= 0 && holding.streams[last] === stream && holding.his[last] === from) holding.his[last] = to;
+    if (holding.ranges > 0 && holding.lastStream === stream && holding.lastHi === from) holding.lastHi = to;
     else holding.add(stream, from, to);
     this.listener?.stored(prompt, from, to);
   }
@@ -326,6 +343,10 @@ export class KvCache {
     const upper = new Segment(lower.stream, at, lower.hi, lower.ref);
     lower.hi = at;
     list.splice(i + 1, 0, upper);
+    if (lower.last) {
+      lower.last = false;
+      upper.last = true;
+    }
     if (lower.ref === 0) {
       upper.prev = lower.prev;
       upper.next = lower;
@@ -339,6 +360,7 @@ export class KvCache {
   private pushTail(segment: Segment, list: Segment[], i: number): void {
     const tail = this.tail;
     if (tail !== null && tail.stream === segment.stream && tail.lo === segment.hi) {
+      // The tail follows the segment in its list (list[i + 1]): the segment was not the last.
       tail.lo = segment.lo;
       list.splice(i, 1);
       return;
@@ -368,6 +390,7 @@ export class KvCache {
       return;
     }
     list.splice(list.indexOf(segment), 1);
+    if (segment.last) list[list.length - 1].last = true;
   }
 }
 
