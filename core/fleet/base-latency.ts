@@ -16,27 +16,50 @@ const MAX_POOLS = 1024;
 /** A residual beyond this is a stall, not a base latency: clamped. */
 const MAX_RESIDUAL_MS = 600_000;
 
+/**
+ * The last SAMPLES residuals, and the same values kept sorted: every
+ * decision reads the low percentile and every stream adds a residual, so a
+ * sort per read was a sort per request. Each add moves the sorted window by
+ * one value instead (a binary search and a shift of at most 64 numbers).
+ */
 class Residuals {
   private readonly values = new Float64Array(SAMPLES);
+  private readonly sorted = new Float64Array(SAMPLES);
   private count = 0;
   private next = 0;
-  private base: number | undefined;
 
   add(ms: number): void {
+    const { sorted } = this;
+    if (this.count === SAMPLES) {
+      // The oldest value leaves the sorted window: any copy of an equal value will do.
+      const at = lowerBound(sorted, this.count, this.values[this.next]);
+      sorted.copyWithin(at, at + 1, this.count);
+      this.count--;
+    }
+    const at = lowerBound(sorted, this.count, ms);
+    sorted.copyWithin(at + 1, at, this.count);
+    sorted[at] = ms;
+    this.count++;
     this.values[this.next] = ms;
     this.next = (this.next + 1) % SAMPLES;
-    if (this.count < SAMPLES) this.count++;
-    this.base = undefined;
   }
 
   low(): number | undefined {
     if (this.count < MIN_SAMPLES) return undefined;
-    if (this.base === undefined) {
-      const sorted = this.values.slice(0, this.count).sort();
-      this.base = sorted[Math.floor((sorted.length - 1) * PERCENTILE)];
-    }
-    return this.base;
+    return this.sorted[Math.floor((this.count - 1) * PERCENTILE)];
   }
+}
+
+/** The first index of sorted[0, count) whose value is not below `value`. */
+function lowerBound(sorted: Float64Array, count: number, value: number): number {
+  let lo = 0;
+  let hi = count;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid] < value) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 export class BaseLatency {
