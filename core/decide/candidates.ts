@@ -115,13 +115,59 @@ const CANDIDATE_FIELDS = {
 } as const satisfies Record<keyof ReplicaState, boolean>;
 
 /** The fields a candidate is built from: its entry is rebuilt when any of them changes. */
-const TRACKED = (Object.keys(CANDIDATE_FIELDS) as (keyof ReplicaState)[]).filter((field) => CANDIDATE_FIELDS[field]);
+type TrackedField = { [K in keyof typeof CANDIDATE_FIELDS]: (typeof CANDIDATE_FIELDS)[K] extends true ? K : never }[keyof typeof CANDIDATE_FIELDS];
+
+/**
+ * The tracked fields' values when an entry was last built, each read and
+ * compared by name: a read by a variable key (state[field]) is a megamorphic
+ * lookup, and a moving fleet compares them on every change. A field marked
+ * true above does not compile until it is declared here (`implements`);
+ * `same` and `copy` list the same fields (test/core/candidates.test.ts
+ * checks kept candidates against fresh builds over random histories).
+ */
+class SeenFields implements Record<TrackedField, unknown> {
+  health: ReplicaState['health'] | undefined = undefined;
+  kvUsage: number | undefined = undefined;
+  queueDepth: number | undefined = undefined;
+  running: number | undefined = undefined;
+  loadedAdapters: readonly string[] | undefined = undefined;
+  scrapedAt: number | undefined = undefined;
+  inFlight: number | undefined = undefined;
+  prefillTokens: number | undefined = undefined;
+  activeStreams: number | undefined = undefined;
+
+  /** The same values as `state`'s (no state: every value undefined). */
+  same(state: ReplicaState | undefined): boolean {
+    return (
+      this.inFlight === state?.inFlight &&
+      this.scrapedAt === state?.scrapedAt &&
+      this.health === state?.health &&
+      this.kvUsage === state?.kvUsage &&
+      this.queueDepth === state?.queueDepth &&
+      this.running === state?.running &&
+      this.loadedAdapters === state?.loadedAdapters &&
+      this.prefillTokens === state?.prefillTokens &&
+      this.activeStreams === state?.activeStreams
+    );
+  }
+
+  copy(state: ReplicaState | undefined): void {
+    this.health = state?.health;
+    this.kvUsage = state?.kvUsage;
+    this.queueDepth = state?.queueDepth;
+    this.running = state?.running;
+    this.loadedAdapters = state?.loadedAdapters;
+    this.scrapedAt = state?.scrapedAt;
+    this.inFlight = state?.inFlight;
+    this.prefillTokens = state?.prefillTokens;
+    this.activeStreams = state?.activeStreams;
+  }
+}
 
 /** One replica of the pool: the fleet values it was last built from, and what it stands as. */
 class ReplicaEntry {
   built = false;
-  /** The TRACKED fields' values when last built, in TRACKED's order. */
-  private readonly seen: unknown[] = new Array(TRACKED.length).fill(undefined);
+  private readonly seen = new SeenFields();
   stale = false;
   standing = EXCLUDED;
   failing = false;
@@ -136,15 +182,12 @@ class ReplicaEntry {
   }
 
   matches(state: ReplicaState | undefined, stale: boolean): boolean {
-    if (!this.built || this.stale !== stale) return false;
-    const seen = this.seen;
-    for (let i = 0; i < TRACKED.length; i++) if (seen[i] !== state?.[TRACKED[i]]) return false;
-    return true;
+    return this.built && this.stale === stale && this.seen.same(state);
   }
 
   rebuild(pool: Pool, state: ReplicaState | undefined, stale: boolean): void {
     this.built = true;
-    for (let i = 0; i < TRACKED.length; i++) this.seen[i] = state?.[TRACKED[i]];
+    this.seen.copy(state);
     this.stale = stale;
     const why = exclusion(this.spec, state);
     this.failing = why === 'failing';
