@@ -48,6 +48,10 @@ export class DecisionLog {
   private bytes = 0;
   /** Bytes of the value being bounded; a field, not a closure, to keep add() allocation-free. */
   private measured = 0;
+  /** The last step seen at each trace position (tenant, model, pool, replica, admit), bounded, and its size (step()). */
+  private readonly lastSteps: (StepTrace | undefined)[] = [undefined, undefined, undefined, undefined, undefined];
+  private readonly lastBounded: (StepTrace | undefined)[] = [undefined, undefined, undefined, undefined, undefined];
+  private readonly lastSizes: number[] = [0, 0, 0, 0, 0];
   /** Watchers of new decisions (the explorer's live stream). */
   readonly stream = new DecisionStream();
 
@@ -134,15 +138,34 @@ export class DecisionLog {
     if (j.action !== undefined) j.action = this.bounded(j.action, 1);
     // The trace is the decision's own: copied only where a string was cut.
     const trace = j.trace;
-    const tenant = trace.tenant && this.boundedStep(trace.tenant);
-    const model = trace.model && this.boundedStep(trace.model);
-    const pool = trace.pool && this.boundedStep(trace.pool);
-    const replica = trace.replica && this.boundedStep(trace.replica);
-    const admit = trace.admit && this.boundedStep(trace.admit);
+    const tenant = this.step(0, trace.tenant);
+    const model = this.step(1, trace.model);
+    const pool = this.step(2, trace.pool);
+    const replica = this.step(3, trace.replica);
+    const admit = this.step(4, trace.admit);
     if (tenant !== trace.tenant || model !== trace.model || pool !== trace.pool || replica !== trace.replica || admit !== trace.admit) {
       j.trace = { ...trace, tenant, model, pool, replica, admit };
     }
     return json;
+  }
+
+  /**
+   * The step at trace position `at`, bounded. A policy's tenant, model and
+   * pool steps are often the very same objects request after request: the
+   * last one at each position is bounded once, its size remembered.
+   */
+  private step(at: number, step: StepTrace | undefined): StepTrace | undefined {
+    if (!step) return step;
+    if (step === this.lastSteps[at]) {
+      this.measured += this.lastSizes[at];
+      return this.lastBounded[at];
+    }
+    const before = this.measured;
+    const bounded = this.boundedStep(step);
+    this.lastSteps[at] = step;
+    this.lastBounded[at] = bounded;
+    this.lastSizes[at] = this.measured - before;
+    return bounded;
   }
 
   private boundedValue(value: unknown): unknown {
