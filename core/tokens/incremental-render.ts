@@ -11,6 +11,7 @@ import { Environment, Interpreter } from '@huggingface/jinja';
 import { chatEnvironment, strftimeUtc, templateMessage, type ChatInput } from './chat-template.ts';
 import type { ChatTemplateFolder } from './folder.ts';
 import { RecentCache, type Slot } from './recent-cache.ts';
+import { contentSpliceable, spliceContent, spliceShape, type SpliceShape } from './content-splice.ts';
 import { messageLoop, type JinjaNode, type MessageLoop } from './template-loop.ts';
 
 /** One link of a rendered conversation: PRE (the root) or one message's loop output. */
@@ -26,6 +27,8 @@ interface Root extends RenderLink {
   /** Messages before the loop's first (the loop iterates `messages[offset:]`). */
   readonly offset: number;
   readonly post: string;
+  /** A plain message's output shape per role and position (core/tokens/content-splice.ts); null: render it. */
+  readonly shapes: Map<string, SpliceShape | null>;
 }
 
 /** The chat's rendering as links: root (PRE), one per looped message, then POST's text. */
@@ -50,15 +53,20 @@ interface LinkEntry {
  * ends, and its content compared on a hit: no JSON of a long message is made
  * and hashed on every turn. Any other message is keyed by all of its JSON.
  */
-function messageKey(parent: number, raw: unknown): { readonly key: string; readonly content?: string } {
+/** A `{role, content}` message with text content and no other field (most of a conversation), or undefined. */
+function plainMessage(raw: unknown): { readonly role: string; readonly content: string } | undefined {
   const m = raw as { role?: unknown; content?: unknown } | null;
-  if (m !== null && typeof m === 'object' && typeof m.role === 'string' && typeof m.content === 'string') {
-    let fields = 0;
-    for (const _ in m) fields++;
-    if (fields === 2) {
-      const c = m.content;
-      return { key: `${parent}\u0001${m.role}\u0000${c.length}\u0000${c.slice(0, 48)}\u0000${c.slice(-48)}`, content: c };
-    }
+  if (m === null || typeof m !== 'object' || typeof m.role !== 'string' || typeof m.content !== 'string') return undefined;
+  let fields = 0;
+  for (const _ in m) fields++;
+  return fields === 2 ? (m as { role: string; content: string }) : undefined;
+}
+
+function messageKey(parent: number, raw: unknown): { readonly key: string; readonly content?: string } {
+  const plain = plainMessage(raw);
+  if (plain !== undefined) {
+    const c = plain.content;
+    return { key: `${parent}\u0001${plain.role}\u0000${c.length}\u0000${c.slice(0, 48)}\u0000${c.slice(-48)}`, content: c };
   }
   return { key: `${parent}\u0000${JSON.stringify(raw)}` };
 }
@@ -98,6 +106,8 @@ class LinkCache {
 }
 
 const MAX_ROOTS = 64;
+/** Shapes kept per root (role × position): past it, new ones are rendered. */
+const MAX_SHAPES = 256;
 
 export class IncrementalRenderer {
   readonly plan: MessageLoop;
@@ -106,15 +116,19 @@ export class IncrementalRenderer {
   readonly #roots = new Map<string, Root>();
   readonly links: LinkCache;
   #nextId = 1;
-  /** Messages rendered by evaluating the loop body, and found remembered. */
+  /** Messages rendered by evaluating the loop body, found remembered, and made by splicing their content into a kept shape. */
   rendered = 0;
   reused = 0;
+  spliced = 0;
+  /** True when the loop body's output is fixed text around the content (core/tokens/content-splice.ts); why not otherwise. */
+  readonly spliceable: true | string;
 
   private constructor(folder: ChatTemplateFolder, plan: MessageLoop, maxBytes: number) {
     this.#folder = folder;
     this.plan = plan;
     this.links = new LinkCache(maxBytes);
     this.#interpreter = new Interpreter() as unknown as Evaluator;
+    this.spliceable = contentSpliceable(plan.loop.body as JinjaNode[], plan.loopVar);
   }
 
   /** A renderer for the folder's template, or why it must be rendered whole. */
@@ -136,9 +150,8 @@ export class IncrementalRenderer {
       const { key, content } = messageKey(parent.id, raw);
       let link = this.links.get(key, content);
       if (link === undefined) {
-        link = { id: this.#nextId++, output: this.#renderMessage(root, raw, i - root.offset) };
+        link = { id: this.#nextId++, output: this.#output(root, raw, i - root.offset) };
         this.links.set(key, link, content);
-        this.rendered++;
       } else this.reused++;
       links.push(link);
       parent = link;
@@ -174,10 +187,29 @@ export class IncrementalRenderer {
       offset = input.messages.length - list.value.length;
     }
     const post = this.#interpreter.evaluateBlock(this.plan.post, new Environment(env)).value;
-    const root: Root = { id: this.#nextId++, output, env, offset, post };
+    const root: Root = { id: this.#nextId++, output, env, offset, post, shapes: new Map() };
     this.#roots.set(key, root);
     if (this.#roots.size > MAX_ROOTS) this.#roots.delete(this.#roots.keys().next().value!);
     return root;
+  }
+
+  /** A new message's loop output: its content spliced into its role and position's shape where the body allows, rendered otherwise. */
+  #output(root: Root, raw: unknown, index: number): string {
+    const plain = this.spliceable === true ? plainMessage(raw) : undefined;
+    if (plain !== undefined) {
+      const key = `${index}\u0000${plain.role}`;
+      let shape = root.shapes.get(key);
+      if (shape === undefined && root.shapes.size < MAX_SHAPES) {
+        shape = spliceShape((content) => this.#renderMessage(root, { role: plain.role, content }, index)) ?? null;
+        root.shapes.set(key, shape);
+      }
+      if (shape) {
+        this.spliced++;
+        return spliceContent(shape, plain.content);
+      }
+    }
+    this.rendered++;
+    return this.#renderMessage(root, raw, index);
   }
 
   /** One message's loop output at loop position `index`: the body in a scope like the interpreter's loop scope. */

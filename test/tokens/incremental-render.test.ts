@@ -40,6 +40,10 @@ const PER_MESSAGE = {
     `{%- for m in messages %}{%- if m.tool_calls %}{{- ${H("'assistant'")} }}{%- for call in m.tool_calls %}{{- call.function.name + '(' + (call.function.arguments | tojson) + ')' }}{%- endfor %}{{- '<|eot_id|>' }}` +
     `{%- else %}{{- ${H('m.role')} + m.content | trim + '<|eot_id|>' }}{%- endif %}{%- endfor %}` +
     `{%- if add_generation_prompt %}{{- ${H("'assistant'")} }}{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think></think>' }}{%- endif %}{%- endif %}`,
+  // The content twice, once trimmed, and a kwargs value (which may hold the splice's own marks) in every message.
+  'the content twice and a kwargs value per message':
+    `{% for m in messages %}{{ ${H('m.role')} + (tag if tag is defined else '') }}{% if loop.index0 > 1 %}{{ '[' ~ loop.index ~ ']' }}{% endif %}` +
+    `{{ m.content | trim }}{{ '<|eot_id|>' + m.content }}{% endfor %}{% if add_generation_prompt %}{{ ${H("'assistant'")} }}{% endif %}`,
 };
 
 /** Shapes that must be rendered whole, and why. */
@@ -69,6 +73,10 @@ const words = [
   '{"a": 1}',
   ' ',
   'é',
+  // What the splice of a plain message's content stands in with (core/tokens/content-splice.ts): real content may hold it too.
+  '\u2028',
+  '\u3000 ',
+  '\uE000\uF8FF\uE000',
 ];
 const text = fc.array(fc.constantFrom(...words), { maxLength: 12 }).map((w) => w.join(''));
 const message = fc.oneof(
@@ -82,7 +90,7 @@ const message = fc.oneof(
 const extras = fc.record(
   {
     tools: fc.constant([{ type: 'function', function: { name: 'weather', parameters: { type: 'object' } } }]),
-    chat_template_kwargs: fc.constantFrom({ enable_thinking: false }, { date_string: '02 Jan 2025' }, {}),
+    chat_template_kwargs: fc.constantFrom({ enable_thinking: false }, { date_string: '02 Jan 2025' }, {}, { tag: '\uE000\uF8FF\uE000' }, { tag: '\u2028' }),
     add_generation_prompt: fc.boolean(),
   },
   { requiredKeys: [] },
@@ -115,7 +123,9 @@ function holdsTurnByTurn(folder: TokenizerFolder, runs: number): FolderCounter {
 test("Llama 3.1's template is rendered message by message, and every turn's ids equal the whole chat encoded whole", () => {
   const counter = holdsTurnByTurn(llamaFolder(), 150);
   assert.ok(counter.renderer, counter.wholeRender);
-  assert.ok(counter.renderer.reused > counter.renderer.rendered, `earlier messages are reused (${counter.renderer.reused} vs ${counter.renderer.rendered})`);
+  const { reused, rendered, spliced } = counter.renderer;
+  assert.ok(reused > rendered + spliced, `earlier messages are reused (${reused} vs ${rendered} + ${spliced})`);
+  assert.ok(spliced > rendered, `plain messages are spliced into their shape (${spliced} vs ${rendered} rendered)`);
 });
 
 test("Qwen3's template is rendered whole (a second loop over the messages fills a namespace its main loop reads), and its ids still equal whole encoding", () => {
@@ -150,14 +160,15 @@ test("a conversation's next turn renders only its new messages and splits only t
   ];
   const first = { kind: 'chat' as const, chat: { messages }, now: 0 };
   counter.encode(first, counter.plan(first));
-  const rendered = counter.renderer!.rendered;
+  const made = () => counter.renderer!.rendered + counter.renderer!.spliced;
+  const rendered = made();
   const next = {
     kind: 'chat' as const,
     chat: { messages: [...messages, { role: 'assistant', content: 'It says hello.' }, { role: 'user', content: 'And then?' }] },
     now: 0,
   };
   const plan = counter.plan(next);
-  assert.equal(counter.renderer!.rendered - rendered, 2, 'two new messages rendered');
+  assert.equal(made() - rendered, 2, 'two new messages rendered');
   const [prompt] = plan.prompts;
   assert.ok(prompt.head && prompt.head.length > 2000, 'the earlier turn comes as ids');
   const splitChars = prompt.pieces.reduce((n, p) => n + (p.text?.length ?? 0), 0);
@@ -193,8 +204,8 @@ test('a message kept by its role, length and ends is reused only when its whole 
     const decoded = llamaFolder().tokenizer.decode([...ids], { skip_special_tokens: false });
     assert.ok(decoded.includes(content) && !decoded.includes(other), 'the prompt holds this message, not the other');
   }
-  const rendered = counter.renderer!.rendered;
+  const rendered = counter.renderer!.rendered + counter.renderer!.spliced;
   const again = { kind: 'chat' as const, chat: { messages: [{ content: b, role: 'user' }] }, now: 0 };
   counter.encode(again, counter.plan(again));
-  assert.equal(counter.renderer!.rendered, rendered, 'the same message again (its fields in another order) is reused');
+  assert.equal(counter.renderer!.rendered + counter.renderer!.spliced, rendered, 'the same message again (its fields in another order) is reused');
 });
