@@ -83,3 +83,53 @@ test('hostile 1 MB prompts: each text condition answers in bounded time', () => 
     }
   }
 });
+
+test('a few ASCII keywords (found with indexOf first) answer as whole words in ASCII case, whatever the text', () => {
+  // The reference: a JavaScript regex without the u flag folds ASCII letters only, as the automaton does.
+  const reference = (keywords: string[]) => {
+    const escaped = keywords.map((k) => {
+      const body = k.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      return `${/\w/.test(k[0]) ? '(?<![A-Za-z0-9_])' : ''}${body}${/\w/.test(k[k.length - 1]) ? '(?![A-Za-z0-9_])' : ''}`;
+    });
+    const pattern = new RegExp(escaped.join('|'), 'i');
+    return (text: string) => pattern.test(text);
+  };
+  const keywordSets = [['sql', 'postgres', 'stack trace', 'regex', 'typescript', 'python'], ['c++', 'K8s'], ['ab', 'b', 'aba'], ['hello']];
+  // Kelvin's K and the long s lower-case to ASCII; İ lower-cases into two characters; near-matches past the places bound.
+  const atoms = [
+    'sql',
+    'SQL',
+    'mysql',
+    'Sql_',
+    'postgres',
+    'stack  trace',
+    'Stack Trace',
+    '\u212A8s',
+    'k8s',
+    'K8S',
+    'c++',
+    'c+',
+    'ab',
+    'aba',
+    'bab',
+    'İ',
+    'ſql',
+    'ß',
+    ' ',
+    '\n',
+    '_',
+    'hellox'.repeat(40),
+    'x',
+    'é',
+  ];
+  const random = seededRandom(5);
+  for (const keywords of keywordSets) {
+    const compiled = compileTextTest('containsAny', keywords);
+    const expected = reference(keywords);
+    for (let n = 0; n < 3000; n++) {
+      const text = Array.from({ length: Math.floor(random() * 10) }, () => atoms[Math.floor(random() * atoms.length)]).join(random() < 0.5 ? ' ' : '');
+      assert.equal(compiled(text), expected(text), `${JSON.stringify(keywords)} in ${JSON.stringify(text)}`);
+    }
+    assert.equal(compiled(`${'hellox '.repeat(100)}hello`), keywords.includes('hello'));
+  }
+});
