@@ -11,6 +11,7 @@ import { seededRandom, type KvIndexView, type Logger, type StrategyDefinition, t
 import type { PolicyProblem } from '../diagnostics/problem.ts';
 import type { CompiledPolicy, ModelVersion, PoolSpec, TenantSpec } from '../policy/compiled.ts';
 import { versionKey } from '../policy/compiled.ts';
+import { getsOwnCandidates } from './own-candidates.ts';
 import { PickBudget } from './budget.ts';
 import { CandidateCache } from './candidates.ts';
 import { plainChoices, poolsOfVersions, poolSteps, tenantSteps, type PoolSteps } from './derived.ts';
@@ -34,6 +35,8 @@ export interface StrategySlot {
   readonly instance: StrategyInstance;
   /** Counted by commit(), read by decide(). */
   readonly budget: PickBudget;
+  /** The strategy gets a copy of the candidates, not the shared frozen list (own-candidates.ts): worked out once, not per pick. */
+  readonly ownCandidates: boolean;
 }
 
 /** A pool as decide() sees it: the policy's, with its created chain and its candidates. */
@@ -169,7 +172,7 @@ function createChains(policy: CompiledPolicy, options: GenerationOptions): { cha
           kvIndex: options.kvIndex,
         });
         created.push({ instance, tookState: carryOver !== undefined });
-        chain.push({ name, definition, instance, budget: new PickBudget() });
+        chain.push({ name, definition, instance, budget: new PickBudget(), ownCandidates: getsOwnCandidates(definition) });
       } catch (error) {
         problems.push({ ...at, message: `${label}: create() threw: ${(error as Error)?.message ?? String(error)}` });
       }

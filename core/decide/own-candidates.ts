@@ -5,7 +5,6 @@
 // "What the SDK's version promises"). A range starting at 1.2 or later opts
 // into the shared, frozen array.
 import semver from 'semver';
-import type { Candidate } from '../../sdk/index.ts';
 
 const FROZEN_SINCE = '1.2.0';
 const verdicts = new WeakMap<object, boolean>();
@@ -24,9 +23,4 @@ export function getsOwnCandidates(definition: { readonly sdk: string }): boolean
     verdicts.set(definition, verdict);
   }
   return verdict;
-}
-
-/** The candidates as the strategy may treat them: the shared frozen list, or a copy of its own. */
-export function candidatesFor(definition: { readonly sdk: string }, candidates: readonly Candidate[]): readonly Candidate[] {
-  return getsOwnCandidates(definition) ? candidates.slice() : candidates;
 }

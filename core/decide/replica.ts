@@ -8,7 +8,6 @@
 // faults, for commit() to count and report.
 import { candidatePositions, isPass, leastLoaded, type Candidate, type RoutedRequest } from '../../sdk/index.ts';
 import { CageSkip } from '../plugins/cage/skip.ts';
-import { candidatesFor } from './own-candidates.ts';
 import { cleanReason } from './reason.ts';
 import type { Pool } from './generation.ts';
 import type { CandidateSet } from './candidates.ts';
@@ -64,7 +63,7 @@ export function chooseReplica(
       continue;
     }
     try {
-      result = slot.instance.pick(request, candidatesFor(slot.definition, preferred));
+      result = slot.instance.pick(request, slot.ownCandidates ? preferred.slice() : preferred);
     } catch (error) {
       if (error instanceof CageSkip) {
         // No answer in time is reported once and counts as an overrun (commit() books it); busy and quarantined were reported when they began.
