@@ -73,8 +73,10 @@ test('the Shadow tab: counts by step and the differing decisions side by side, a
     await page.goto(`${router.adminUrl}/admin/explorer`);
     await page.click('#tab-shadow');
     await page.waitForFunction(() => document.querySelectorAll('#shadow-decisions tbody tr:not(.none)').length === 2, { timeout: 20_000 });
-    const rows = await page.$$eval('#shadow-decisions tbody tr', (trs) =>
-      trs.map((tr) => ({
+    // One evaluate, not $$eval (a query, then a second round trip to read): the tab redraws every
+    // 2 s, and a row it replaced in between is detached, whose innerText loses its line breaks.
+    const rows = await page.evaluate(() =>
+      [...document.querySelectorAll<HTMLTableRowElement>('#shadow-decisions tbody tr')].map((tr) => ({
         id: (tr.cells[1] as HTMLElement).innerText,
         at: (tr.cells[2] as HTMLElement).innerText,
         text: (tr.cells[3] as HTMLElement).innerText,
@@ -89,7 +91,9 @@ test('the Shadow tab: counts by step and the differing decisions side by side, a
       assert.equal(r.at, 'pool');
       assert.match(r.text, /^live: general \/ g\d by [^\n]+;\nshadow: long \/ l\d by [^\n]*long prompts/, r.text);
     }
-    const steps = await page.$$eval('#shadow-steps tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((td) => (td as HTMLElement).innerText)));
+    const steps = await page.evaluate(() =>
+      [...document.querySelectorAll<HTMLTableRowElement>('#shadow-steps tbody tr')].map((tr) => [...tr.cells].map((td) => td.innerText)),
+    );
     assert.deepEqual(
       steps,
       [
