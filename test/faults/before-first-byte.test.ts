@@ -100,7 +100,7 @@ for (const c of CASES) {
         assert.match(metrics, new RegExp(`switchyard_retries_total\\{pool="tiny@v1/general",cause="${c.cause}"\\} [1-9]`));
       }
 
-      await until(isOut, 5000, `bad to be out (${c.out.join(' or ')})`);
+      await until(isOut, 15_000, `bad to be out (${c.out.join(' or ')})`);
       const seenBefore = bad?.seen.length ?? 0;
       for (let i = 0; i < 3; i++) {
         const id = requestId('after');
