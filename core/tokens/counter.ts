@@ -33,6 +33,13 @@ export interface CountPlan {
   readonly unsplit?: boolean;
 }
 
+/**
+ * Splitting at added tokens costs about a hundredth of encoding per character (a character class check against
+ * 500 characters a millisecond encoded): a chat up to this many times the characters a wait can encode is split
+ * to find what is cold, instead of being taken as cold whole.
+ */
+const SPLIT_PER_WAIT_CHAR = 16;
+
 /** Bytes of remembered renderings (and their ids) per folder. */
 const RENDER_CACHE_BYTES = 32 * 1024 * 1024;
 
@@ -67,8 +74,11 @@ export class FolderCounter {
 
   /**
    * `waitChars`: a chat whose text still to split (its new messages) is longer
-   * is not split: the plan says so in `unsplit`, with that length as coldChars,
-   * and only a later plan (for warming) splits it.
+   * than SPLIT_PER_WAIT_CHAR times that is not split: the plan says so in
+   * `unsplit`, with that length as coldChars, and only a later plan (for
+   * warming) splits it. Shorter text is split and only what the segment
+   * cache lacks counts as cold: a new conversation over a document seen
+   * before (a shared system prompt) encodes only its question.
    */
   plan(job: CountJob, waitChars = Infinity): CountPlan {
     const prompts: PromptPlan[] = [];
@@ -97,7 +107,7 @@ export class FolderCounter {
     const start = from >= 0 ? links[from].state! : { ids: new Uint32Array(0), tail: '' };
     let text = start.tail;
     for (let i = from + 1; i < links.length; i++) text += links[i].output;
-    if (text.length > waitChars) return { unsplit: text.length };
+    if (text.length > waitChars * SPLIT_PER_WAIT_CHAR) return { unsplit: text.length };
     const upToLast = this.#splitter.splitWithCut(text);
     const rest = this.#splitter.split(text.slice(upToLast.cutAt) + post);
     return {

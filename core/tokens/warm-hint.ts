@@ -11,6 +11,8 @@ import type { CountJob } from './counter.ts';
 
 /** Chains remembered, at most (least recently posted dropped first). */
 const MAX_CHAINS = 8_192;
+/** A message this long is worth remembering the chain up to, not only the chain of the whole chat: other conversations start with it. */
+const LONG_MESSAGE_CHARS = 2_048;
 
 /** A message in O(1): role, length and both ends of its text. */
 function messageFingerprint(message: unknown): number {
@@ -47,12 +49,15 @@ export class WarmHint {
       if (this.#chains.has(chain[k])) break;
       newChars += contentChars(messages[k]);
     }
-    const last = chain[chain.length - 1];
-    if (last !== undefined) {
-      this.#chains.delete(last);
-      this.#chains.set(last, true);
-      if (this.#chains.size > MAX_CHAINS) this.#chains.delete(this.#chains.keys().next().value!);
-    }
+    // The whole chain (its next turn starts with it), and each chain up to a long message: a new conversation over
+    // the same document (a shared system prompt) finds it encoded, and is waited for.
+    for (let i = 0; i < messages.length; i++) if (i === messages.length - 1 || contentChars(messages[i]) >= LONG_MESSAGE_CHARS) this.#remember(chain[i]);
     return newChars <= waitChars;
+  }
+
+  #remember(chain: number): void {
+    this.#chains.delete(chain);
+    this.#chains.set(chain, true);
+    if (this.#chains.size > MAX_CHAINS) this.#chains.delete(this.#chains.keys().next().value!);
   }
 }
