@@ -48,6 +48,11 @@ const result = spawnSync(
     'tsx',
     '--test',
     '--test-concurrency=2',
+    // A test that hangs fails after 5 minutes (the slowest pass in about 60 s on a
+    // loaded machine), and its file's process exits once its tests are done even
+    // if something it started still listens: a hang costs one failure, not the run.
+    '--test-timeout=300000',
+    '--test-force-exit',
     '--test-reporter=spec',
     '--test-reporter-destination=stdout',
     '--test-reporter=tap',
