@@ -12,7 +12,8 @@
 // - the LRU order as a linked list through the records, which doubles as a
 //   guess: a prompt's blocks are touched in order, so the block after block i
 //   is usually the one touched after it last time (its LRU successor), found
-//   without probing the table.
+//   without probing the table; such a run of neighbours moves to the tail in
+//   one splice (touchAll).
 // Every operation is O(1) (eviction O(1) per entry dropped); a full memory
 // allocates nothing.
 
@@ -55,8 +56,6 @@ export class BlockMemory {
    */
   private freeHead = NONE;
   private freeTail = NONE;
-  /** The LRU successor the last entry touched had before it moved to the tail: the guess for the next block. Always live or -1. */
-  private successor = NONE;
   /** Entries ever handed out: those at and past it were never used. */
   private used = 0;
   /** Where prefetch() leaves what it read, so that the reads are not optimized away. */
@@ -104,38 +103,50 @@ export class BlockMemory {
   }
 
   /**
-   * Records that `replica` served block `key` now: the block becomes the most
-   * recently used and `replica` its newest holder. Called for a prompt's
-   * blocks in order, each tries the previous one's old LRU successor first.
+   * Records that `replica` served the blocks `keys` (a prompt's, in order)
+   * now: they become the most recently used, in that order, and `replica`
+   * their newest holder. A prompt's blocks were usually linked in the same
+   * order last time, so the entries touched one after another that are
+   * still neighbours in the list (each the LRU successor of the one before,
+   * found without probing the table) form a run, moved to the tail in one
+   * splice when it ends; a run already at the tail does not move at all.
+   * The order is the same as moving each block to the tail in turn.
    */
-  touch(key: number, replica: number): void {
-    const records = this.records;
-    const guess = this.successor;
-    let e = guess !== NONE && records[guess * RECORD_INTS + KEY] === key ? guess : this.find(key);
-    if (e === NONE) {
-      // insert() may grow the arrays: this.records, not the local.
-      e = this.insert(key);
-      this.records[e * RECORD_INTS + COUNT] = 1;
-      this.holders[e * MAX_HOLDERS] = replica;
-      this.append(e);
-      this.successor = NONE;
-      return;
+  touchAll(keys: readonly number[], replica: number): void {
+    // The run: entries first..last, linked in this order, not yet moved.
+    let first = NONE;
+    let last = NONE;
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i] | 0;
+      // insert() may grow the arrays: read this.records afresh.
+      const records = this.records;
+      if (last !== NONE) {
+        const next = records[last * RECORD_INTS + NEXT];
+        if (next !== NONE && records[next * RECORD_INTS + KEY] === key) {
+          last = next;
+          this.remember(next, replica);
+          continue;
+        }
+        this.moveToTail(first, last);
+      }
+      const e = this.find(key);
+      if (e === NONE) {
+        const added = this.insert(key);
+        this.records[added * RECORD_INTS + COUNT] = 1;
+        this.holders[added * MAX_HOLDERS] = replica;
+        this.append(added);
+        first = last = NONE;
+        continue;
+      }
+      first = last = e;
+      this.remember(e, replica);
     }
-    if (this.tail !== e) {
-      this.successor = records[e * RECORD_INTS + NEXT];
-      this.unlink(e);
-      this.append(e);
-    } else {
-      this.successor = NONE;
-    }
-    this.remember(e, replica);
+    if (last !== NONE) this.moveToTail(first, last);
   }
 
   /** Drops the `count` least recently used entries. */
   evictOldest(count: number): void {
     const records = this.records;
-    // The guess may be among them: a freed record keeps its old key.
-    this.successor = NONE;
     for (let n = 0; n < count && this.head !== NONE; n++) {
       const e = this.head;
       if ((n & (PREFETCH - 1)) === 0) this.prefetchOldest(e, count - n < PREFETCH ? count - n : PREFETCH);
@@ -276,6 +287,23 @@ export class BlockMemory {
     if (this.tail === NONE) this.head = e;
     else records[this.tail * RECORD_INTS + NEXT] = e;
     this.tail = e;
+  }
+
+  /** Moves the entries first..last (linked in this order) to the newest end in one splice. */
+  private moveToTail(first: number, last: number): void {
+    const tail = this.tail;
+    if (last === tail) return;
+    const records = this.records;
+    const p = records[first * RECORD_INTS + PREV];
+    // `last` is not the tail: it has a successor.
+    const n = records[last * RECORD_INTS + NEXT];
+    if (p === NONE) this.head = n;
+    else records[p * RECORD_INTS + NEXT] = n;
+    records[n * RECORD_INTS + PREV] = p;
+    records[first * RECORD_INTS + PREV] = tail;
+    records[tail * RECORD_INTS + NEXT] = first;
+    records[last * RECORD_INTS + NEXT] = NONE;
+    this.tail = last;
   }
 
   private unlink(e: number): void {

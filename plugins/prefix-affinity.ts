@@ -175,7 +175,7 @@ export default {
         const n = replicas.numberOf(replica);
         const hashes = request.prefixHashes;
         memory.prefetch(hashes);
-        for (let i = 0; i < hashes.length; i++) memory.touch(hashes[i] | 0, n);
+        memory.touchAll(hashes, n);
         // Past the limit, the least recently used down to 90% of it, in one go.
         if (memory.size > config.max_entries) memory.evictOldest(memory.size - Math.floor(config.max_entries * 0.9));
       },

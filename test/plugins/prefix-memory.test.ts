@@ -67,7 +67,7 @@ test('prefix-affinity answers every pick as the Map-based memory did (evictions,
   );
 });
 
-test('the block memory finds what it holds after growing, evicting and reusing entries', () => {
+test('the block memory finds what it holds, in LRU order, after growing, evicting and reusing entries', () => {
   const memory = new BlockMemory(0x5eed);
   const model = new Map<number, number[]>();
   const order: number[] = [];
@@ -75,33 +75,49 @@ test('the block memory finds what it holds after growing, evicting and reusing e
     let x = 12345;
     return () => (x = (Math.imul(x, 1_103_515_245) + 12345) >>> 0) / 2 ** 32;
   })();
-  const touches: number[] = [];
-  for (let round = 0; round < 8000; round++) {
-    // Keys close together and far apart, so that probe sequences collide and wrap; and
-    // runs of keys touched in the same order again (a prompt's blocks), whose guesses hit.
-    if (random() < 0.3) {
+  // Prompts: runs of keys touched in the same order again (whose guesses hit and which move to
+  // the tail as one run), with a key left out, changed or repeated; single keys close together
+  // and far apart, so that probe sequences collide and wrap.
+  const prompts: number[][] = [];
+  for (let round = 0; round < 6000; round++) {
+    if (random() < 0.6) {
       const base = Math.floor(random() * 40) * 1000;
       const length = 1 + Math.floor(random() * 12);
-      for (let j = 0; j < length; j++) touches.push(base + (random() < 0.1 ? 500 + j : j));
+      const keys: number[] = [];
+      for (let j = 0; j < length; j++) {
+        const r = random();
+        if (r < 0.05) continue;
+        keys.push(base + (r < 0.12 ? 500 + j : j));
+        if (r > 0.97) keys.push(base + Math.floor(random() * length));
+      }
+      prompts.push(keys);
     } else {
-      touches.push(random() < 0.5 ? Math.floor(random() * 300) : Math.floor(random() * 2 ** 32) | 0);
+      prompts.push([random() < 0.5 ? Math.floor(random() * 300) : Math.floor(random() * 2 ** 32) | 0]);
     }
   }
-  for (const key of touches) {
+  let evictions = 0;
+  for (const keys of prompts) {
     const replica = Math.floor(random() * 20);
-    memory.touch(key, replica);
-    const holders = (model.get(key) ?? []).filter((r) => r !== replica);
-    holders.push(replica);
-    if (holders.length > MAX_HOLDERS) holders.shift();
-    model.set(key, holders);
-    const at = order.indexOf(key);
-    if (at >= 0) order.splice(at, 1);
-    order.push(key);
-    if (model.size > 2500) {
-      memory.evictOldest(model.size - 2000);
-      for (const old of order.splice(0, model.size - 2000)) model.delete(old);
+    memory.touchAll(keys, replica);
+    for (const key of keys) {
+      const holders = (model.get(key) ?? []).filter((r) => r !== replica);
+      holders.push(replica);
+      if (holders.length > MAX_HOLDERS) holders.shift();
+      model.set(key, holders);
+      const at = order.indexOf(key);
+      if (at >= 0) order.splice(at, 1);
+      order.push(key);
+    }
+    if (model.size > 600) {
+      memory.evictOldest(model.size - 450);
+      for (const old of order.splice(0, model.size - 450)) {
+        model.delete(old);
+        assert.equal(memory.find(old), -1, `block ${old} is dropped, as least recently used`);
+      }
+      evictions++;
     }
   }
+  assert.ok(evictions > 5, `${evictions} evictions`);
   assert.equal(memory.size, model.size);
   for (const [key, holders] of model) {
     const entry = memory.find(key);
@@ -117,8 +133,8 @@ test('the block memory keeps every block and its holders while it grows', () => 
   const memory = new BlockMemory(-7);
   const keys = Array.from({ length: 9000 }, (_, i) => Math.imul(i + 1, 0x01000193) | 0);
   // Each first touch of a key may be the one that doubles the arrays.
-  for (const key of keys) memory.touch(key, 3);
-  for (const key of keys) memory.touch(key, 5);
+  memory.touchAll(keys, 3);
+  memory.touchAll(keys, 5);
   assert.equal(memory.size, keys.length);
   for (const key of keys) {
     const entry = memory.find(key);
