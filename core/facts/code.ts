@@ -32,6 +32,73 @@ export function looksLikeCode(text: string): boolean {
   return scanForCode(text.length > CODE_SCAN_CHARS ? text.slice(0, CODE_SCAN_CHARS) : text);
 }
 
+/** What follows a message's end decides whether a mark crosses into the next: nothing, `{`, `(`, or any non-space. */
+const enum Pending {
+  None,
+  Brace,
+  Paren,
+  Any,
+}
+
+/**
+ * looksLikeCode of the messages' contents joined one a line, without
+ * joining them (a 16 KB copy a request): each message is scanned alone, its
+ * start a line start as in the joined text. A mark can cross a join only
+ * through whitespace after a `)` or `=>` (then `{`), or after a line that is
+ * a keyword alone (then `(`, or any non-space): where one might, the joined
+ * text is scanned as before, so the answer is always the joined text's.
+ */
+export function contentsLookLikeCode(contents: readonly string[]): boolean {
+  let used = 0;
+  let pending = Pending.None;
+  for (let m = 0; m < contents.length; m++) {
+    if (used > 0 && ++used > CODE_SCAN_CHARS) break; // the line end joining it (none while the text is empty)
+    const room = CODE_SCAN_CHARS - used;
+    const text = contents[m].length > room ? contents[m].slice(0, room) : contents[m];
+    used += text.length;
+    const first = skipSpaces(text, 0);
+    if (first === text.length) continue; // whitespace only: what came before still ends at the next non-space
+    if (pending !== Pending.None) {
+      const c = text.charCodeAt(first);
+      if (pending === Pending.Any || c === (pending === Pending.Brace ? 123 /* { */ : 40) /* ( */) return looksLikeCode(joinedLines(contents));
+    }
+    if (scanForCode(text)) return true;
+    pending = pendingAfter(text);
+  }
+  return false;
+}
+
+/** What a mark ending `text` needs next to match across the join (text has a non-space). */
+function pendingAfter(text: string): Pending {
+  let last = text.length - 1;
+  while (isSpace(text.charCodeAt(last))) last--;
+  const c = text.charCodeAt(last);
+  if (c === 41 /* ) */ || c === 62 /* > */) return Pending.Brace;
+  // A keyword alone on the last line: its word, then only whitespace back to a line start.
+  let start = last;
+  while (start > 0 && last - start < 8 && !isSpace(text.charCodeAt(start - 1))) start--;
+  if (start > 0 && !isSpace(text.charCodeAt(start - 1))) return Pending.None;
+  const word = text.slice(start, last + 1);
+  const kind = DEFINITIONS.includes(word) ? Pending.Any : BLOCKS.includes(word) ? Pending.Paren : Pending.None;
+  if (kind === Pending.None) return kind;
+  for (let i = start - 1; i >= 0; i--) {
+    const b = text.charCodeAt(i);
+    if (isLineEnd(b)) return kind;
+    if (!isSpace(b)) return Pending.None;
+  }
+  return kind;
+}
+
+/** The contents one a line, up to the scanned length: the text the answer is defined on. */
+function joinedLines(contents: readonly string[]): string {
+  let text = '';
+  for (const content of contents) {
+    text += (text === '' ? '' : '\n') + content;
+    if (text.length >= CODE_SCAN_CHARS) break;
+  }
+  return text;
+}
+
 /** JavaScript's `\s`. */
 function isSpace(c: number): boolean {
   if (c === 32 || (c >= 9 && c <= 13)) return true;

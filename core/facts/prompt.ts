@@ -46,16 +46,6 @@ export function renderChat(messages: readonly { role: string; content?: unknown 
   return { text: parts.join(''), headers, contents };
 }
 
-/** The messages' contents, one a line, up to about `maxChars`: what code detection looks at. */
-export function messageContents(messages: readonly { content?: unknown }[], maxChars: number): string {
-  let text = '';
-  for (const message of messages) {
-    text += (text === '' ? '' : '\n') + contentText(message.content);
-    if (text.length >= maxChars) break;
-  }
-  return text;
-}
-
 /** A completions prompt: a string, strings, or token ids. */
 export function renderPrompt(prompt: unknown): { text: string; tokenIds?: number } {
   if (typeof prompt === 'string') return { text: prompt };

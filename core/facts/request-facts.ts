@@ -5,10 +5,10 @@ import { hash } from 'node:crypto';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { parsePriorityHeader } from './priority.ts';
 import { rejection, type Rejection } from '../errors.ts';
-import { CODE_SCAN_CHARS, looksLikeCode } from './code.ts';
+import { contentsLookLikeCode, looksLikeCode } from './code.ts';
 import { conversationFrom, DEFAULT_CONVERSATION_HEADERS } from './conversation.ts';
 import { endpointPrompt } from './endpoint-prompts.ts';
-import { messageContents, renderChat, renderPrompt, type RenderedChat } from './prompt.ts';
+import { renderChat, renderPrompt, type RenderedChat } from './prompt.ts';
 import { chatEstimate } from './chat-estimate.ts';
 import { BODY_SCHEMAS, type Endpoint } from './request-schemas.ts';
 import { characterClassEstimator, isCharacterClassEstimator } from '../tokens/estimate.ts';
@@ -203,7 +203,6 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
   // vLLM's chat endpoint reads max_completion_tokens first, its completions endpoint max_tokens only: the larger bounds both.
   const maxTokens = endpointMaxTokens ?? largerOf(body.max_tokens, body.max_completion_tokens);
   const choices = largerOf(body.n, body.best_of) ?? 1;
-  const contents = input.endpoint === 'chat' ? messageContents(body.messages as { content?: unknown }[], CODE_SCAN_CHARS) : promptText;
 
   return {
     requestId: input.requestId,
@@ -217,7 +216,8 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
     maxTokens,
     choices,
     messageCount,
-    hasCode: looksLikeCode(contents),
+    // A chat's code marks are looked for in its messages' contents (code.ts), not in the rendered prompt's role headers.
+    hasCode: input.endpoint === 'chat' ? contentsLookLikeCode(chat!.contents) : looksLikeCode(promptText),
     conversationId,
     priority,
     deadlineMs,

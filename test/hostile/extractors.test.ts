@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
-import { looksLikeCode, scanForCode } from '../../core/facts/code.ts';
-import { contentText, messageContents, renderMessages, renderPrompt } from '../../core/facts/prompt.ts';
+import { contentsLookLikeCode, looksLikeCode, scanForCode } from '../../core/facts/code.ts';
+import { contentText, renderMessages, renderPrompt } from '../../core/facts/prompt.ts';
 import { requestFacts } from '../../core/facts/request-facts.ts';
 import { charsPerTokenEstimator } from '../../core/facts/tokens.ts';
 import { DecisionLog, MAX_STRING_CHARS } from '../../core/observe/decision-log.ts';
@@ -116,7 +116,7 @@ test('every extractor is linear: 1 MB adversarial inputs each finish within a bo
         { role: text.slice(0, 1000), content: [{ text }] },
       ]),
     );
-    timed(`messageContents(${label})`, () => messageContents([{ content: text }, { content: text }], 32_768));
+    timed(`contentsLookLikeCode(${label})`, () => contentsLookLikeCode([text, text]));
     timed(`renderPrompt(${label})`, () => renderPrompt([text, text]));
     timed(`estimate(${label})`, () => estimator.estimate(text));
     timed(`jsonComplexity(${label})`, () => jsonComplexity(JSON.stringify({ a: text, b: [text] }), { maxDepth: 64, maxValues: 500_000 }));
