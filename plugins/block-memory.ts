@@ -147,17 +147,27 @@ export class BlockMemory {
   /** Drops the `count` least recently used entries. */
   evictOldest(count: number): void {
     const records = this.records;
-    for (let n = 0; n < count && this.head !== NONE; n++) {
-      const e = this.head;
+    const first = this.head;
+    let e = first;
+    let last = NONE;
+    let n = 0;
+    for (; n < count && e !== NONE; n++) {
       if ((n & (PREFETCH - 1)) === 0) this.prefetchOldest(e, count - n < PREFETCH ? count - n : PREFETCH);
-      this.unlink(e);
       this.removeFromTable(records[e * RECORD_INTS + KEY]);
-      records[e * RECORD_INTS + NEXT] = NONE;
-      if (this.freeTail === NONE) this.freeHead = e;
-      else records[this.freeTail * RECORD_INTS + NEXT] = e;
-      this.freeTail = e;
-      this.size--;
+      last = e;
+      e = records[e * RECORD_INTS + NEXT];
     }
+    if (last === NONE) return;
+    this.size -= n;
+    // The dropped entries, first..last, are still chained through NEXT oldest first:
+    // they join the free list as they are, and the list is cut once, not per entry.
+    records[last * RECORD_INTS + NEXT] = NONE;
+    if (this.freeTail === NONE) this.freeHead = first;
+    else records[this.freeTail * RECORD_INTS + NEXT] = first;
+    this.freeTail = last;
+    this.head = e;
+    if (e === NONE) this.tail = NONE;
+    else records[e * RECORD_INTS + PREV] = NONE;
   }
 
   /**
@@ -304,15 +314,5 @@ export class BlockMemory {
     records[tail * RECORD_INTS + NEXT] = first;
     records[last * RECORD_INTS + NEXT] = NONE;
     this.tail = last;
-  }
-
-  private unlink(e: number): void {
-    const records = this.records;
-    const p = records[e * RECORD_INTS + PREV];
-    const n = records[e * RECORD_INTS + NEXT];
-    if (p === NONE) this.head = n;
-    else records[p * RECORD_INTS + NEXT] = n;
-    if (n === NONE) this.tail = p;
-    else records[n * RECORD_INTS + PREV] = p;
   }
 }
