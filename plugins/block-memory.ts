@@ -174,14 +174,15 @@ export class BlockMemory {
    * Reads the table slots of `keys` ahead of looking them up. The memory is
    * far larger than the CPU's caches, so each lookup of a block not seen
    * lately waits for main memory; these reads do not depend on each other,
-   * and the CPU overlaps their waits. Changes nothing.
+   * and the CPU overlaps their waits. Changes nothing. `from`: the keys
+   * before it were just read (a pick found them).
    */
-  prefetch(keys: readonly number[]): void {
+  prefetch(keys: readonly number[], from = 0): void {
     const table = this.table;
     const records = this.records;
     const holders = this.holders;
     let sink = 0;
-    for (let i = 0; i < keys.length; i++) {
+    for (let i = from; i < keys.length; i++) {
       const slot = this.home(keys[i] | 0);
       const e = table[2 * slot + 1] - 1;
       // A block held: its record and holders too (found at its home slot, as most are).

@@ -93,6 +93,11 @@ export default {
       return notes[n];
     };
 
+    // The blocks the last pick found (hashes[0 .. walkedDepth)) are fresh in the CPU's caches:
+    // when that request is routed, only the rest need reading ahead.
+    let walked: readonly number[] | undefined;
+    let walkedDepth = 0;
+
     return {
       pick(request, candidates) {
         const hashes = request.prefixHashes;
@@ -102,7 +107,8 @@ export default {
         held.length = 0;
         const holders = memory.holderArray;
         let entry = -1;
-        for (let i = 0; i < hashes.length; i++) {
+        let i = 0;
+        for (; i < hashes.length; i++) {
           entry = memory.findAfter(entry, hashes[i] | 0);
           if (entry < 0) break;
           const first = memory.holdersStart(entry);
@@ -116,6 +122,8 @@ export default {
             depthOf[n] = i + 1;
           }
         }
+        walked = hashes;
+        walkedDepth = i;
         // The warm candidates, found through the remembered replicas (never more
         // than a few per block) rather than by walking the pool, in pool order.
         const positions = candidatePositions(candidates);
@@ -174,7 +182,8 @@ export default {
         }
         const n = replicas.numberOf(replica);
         const hashes = request.prefixHashes;
-        memory.prefetch(hashes);
+        memory.prefetch(hashes, hashes === walked ? walkedDepth : 0);
+        walked = undefined;
         memory.touchAll(hashes, n);
         // Past the limit, the least recently used down to 90% of it, in one go.
         if (memory.size > config.max_entries) memory.evictOldest(memory.size - Math.floor(config.max_entries * 0.9));
