@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CODE_SCAN_CHARS, contentsLookLikeCode, looksLikeCode } from '../../core/facts/code.ts';
 import { requestFacts, type RequestFacts } from '../../core/facts/request-facts.ts';
+import { seededRandom } from '../../sdk/index.ts';
 
 /** The contents one a line, up to about maxChars: what code detection was given before. */
 function referenceJoin(contents: readonly string[], maxChars: number): string {
@@ -70,16 +71,6 @@ const PIECES = [
   ',',
 ];
 
-function random(seed: number): () => number {
-  let x = seed || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 2 ** 32;
-  };
-}
-
 function chat(next: () => number, filler: number): string[] {
   const messages: string[] = [];
   const count = Math.floor(next() * 6);
@@ -93,7 +84,7 @@ function chat(next: () => number, filler: number): string[] {
 }
 
 test('hasCode by message is the joined contents’ answer on random chats (keywords, brackets, whitespace, line ends across joins)', () => {
-  const next = random(22);
+  const next = seededRandom(22);
   let coded = 0;
   for (let i = 0; i < 200_000; i++) {
     const contents = chat(next, 0);
@@ -106,7 +97,7 @@ test('hasCode by message is the joined contents’ answer on random chats (keywo
 });
 
 test('hasCode by message stops where the joined text was cut, at and around the scanned length', () => {
-  const next = random(7);
+  const next = seededRandom(7);
   for (let i = 0; i < 3_000; i++) {
     const contents = chat(next, CODE_SCAN_CHARS / (1 + Math.floor(next() * 3)));
     assert.equal(contentsLookLikeCode(contents), reference(contents), JSON.stringify(contents.map((c) => c.slice(-40))));

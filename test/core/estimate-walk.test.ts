@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { chargeRange, chargeRanges, characterClassEstimator, estimateTokens } from '../../core/tokens/estimate.ts';
 import { sampledEstimate } from '../../core/facts/sampled-estimate.ts';
 import { requestFacts, type RequestFacts } from '../../core/facts/request-facts.ts';
+import { seededRandom } from '../../sdk/index.ts';
 
 function slowKindOf(c: number): number {
   if (c < 128) {
@@ -112,15 +113,6 @@ const PIECES = [
   '٣',
 ];
 
-function random(seed: number): () => number {
-  let x = seed || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 2 ** 32;
-  };
-}
 function text(next: () => number, pieces: number): string {
   let out = '';
   for (let p = 0; p < pieces; p++) out += PIECES[Math.floor(next() * PIECES.length)];
@@ -128,7 +120,7 @@ function text(next: () => number, pieces: number): string {
 }
 
 test('the walk charges every random text and set of ranges exactly as before, fraction flag included', () => {
-  const next = random(22);
+  const next = seededRandom(22);
   for (let i = 0; i < 20_000; i++) {
     const t = text(next, Math.floor(next() * 60));
     const rate = [4, 3.3, 2, 5.5][i & 3];
@@ -151,7 +143,7 @@ test('the walk charges every random text and set of ranges exactly as before, fr
 });
 
 test('long prompts: the sampled estimate and the facts’ promptTokens are what the walk before gives', () => {
-  const next = random(7);
+  const next = seededRandom(7);
   const estimator = characterClassEstimator(4);
   for (let i = 0; i < 60; i++) {
     const t = text(next, 600 + Math.floor(next() * 6000));
