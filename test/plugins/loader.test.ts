@@ -14,7 +14,9 @@ import { SDK_VERSION } from '../../sdk/types.ts';
 
 after(cleanup);
 
-const loader = () => new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: tempDir('switchyard-plugin-cache-') });
+// These tests are about loading, not the pick budget (test/plugins/cage.test.ts has that): a
+// second for a call, so a cold cage on a loaded machine (a 20 ms pick took 32 ms at load 18) is no failure.
+const loader = () => new PluginLoader({ builtins: BUILTIN_STRATEGIES, cacheDir: tempDir('switchyard-plugin-cache-'), cage: { callTimeoutMs: 1_000 } });
 const errorsOf = (problems: readonly { file: string; line: number; col: number; message: string }[]) => problems.map(formatProblem);
 
 test('a .ts plugin with types and an @switchyard/sdk import, a .mjs and a plain .js plugin load from one directory', async () => {
