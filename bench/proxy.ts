@@ -352,7 +352,8 @@ async function sizes(): Promise<void> {
   for (const size of chosen) {
     const { chars, requests: baseRequests, turns } = SIZES[size];
     const requests = Math.max(20, Math.round(baseRequests * scale));
-    const lane: Target[] = turns ? [bare, tokenized!] : proxies;
+    // A next-turn lane also runs the router without a tokenizer on the same bodies: what is the tokenizer's and what the base router's.
+    const lane: Target[] = turns ? [bare, tokenized!, { ...proxies[1], name: 'switchyard, no tokenizer' }] : proxies;
     for (const stream of [false, true]) {
       // 16 distinct documents: prefix-affinity sees a realistic spread, and the client pre-builds every body.
       const system = (i: number) => (chars < 1024 ? 'You are a concise assistant.' : promptText(chars, i + 1));
@@ -428,9 +429,11 @@ async function sizes(): Promise<void> {
           .join(' ')})`;
       console.log(
         `${size.padEnd(5)} ${stream ? 'SSE ' : 'JSON'} | ${runs(bare).padStart(15)} | ${runs(router).padStart(21)} | ${ratio(router, bare).toFixed(2).padStart(4)}× | ${lat(bare).padStart(15)} | ${lat(router).padStart(21)}` +
-          (baseline
-            ? ` | ${runs(baseline).padStart(19)} | ${ratio(baseline, bare).toFixed(2)}× (switchyard/baseline ${ratio(router, baseline).toFixed(2)}×)`
-            : ''),
+          (baseline && turns
+            ? ` | no tokenizer ${runs(baseline)} ${ratio(baseline, bare).toFixed(2)}× (with/without ${ratio(router, baseline).toFixed(2)}×)`
+            : baseline
+              ? ` | ${runs(baseline).padStart(19)} | ${ratio(baseline, bare).toFixed(2)}× (switchyard/baseline ${ratio(router, baseline).toFixed(2)}×)`
+              : ''),
       );
       if (counted) {
         const after = await tokenCounts(tokenized!);
