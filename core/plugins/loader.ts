@@ -135,13 +135,30 @@ export class PluginLoader {
     this.#chosenCacheDir = options.cacheDir;
     this.#sdkVersion = options.sdkVersion ?? SDK_VERSION;
     this.#isolate = options.isolate ?? true;
-    this.#limits = { ...DEFAULT_CAGE_LIMITS, ...options.cage };
     this.#log = options.log;
+    this.#limits = { ...DEFAULT_CAGE_LIMITS, callTimeoutMs: this.#pickTimeoutFromEnv(), ...options.cage };
     // A misspelt isolation must not pass unnoticed: the process cage stands, and the log says why.
     const asked = process.env.SWITCHYARD_PLUGIN_ISOLATION;
     if (asked !== undefined && asked !== 'process' && asked !== 'thread') {
       this.#log?.warn(`SWITCHYARD_PLUGIN_ISOLATION=${JSON.stringify(asked.slice(0, 40))} is neither "process" nor "thread": plugins run in processes`);
     }
+  }
+
+  /**
+   * SWITCHYARD_PLUGIN_PICK_TIMEOUT_MS: how long a request waits for a caged
+   * plugin's pick (docs/plugins.md). Below the stuck limit, so a slow plugin is
+   * skipped before it is quarantined; anything else keeps the default, logged.
+   */
+  #pickTimeoutFromEnv(): number {
+    const asked = process.env.SWITCHYARD_PLUGIN_PICK_TIMEOUT_MS;
+    const fallback = DEFAULT_CAGE_LIMITS.callTimeoutMs;
+    if (asked === undefined || asked === '') return fallback;
+    const ms = /^\d{1,4}$/.test(asked) ? Number(asked) : Number.NaN;
+    if (ms >= 1 && ms < DEFAULT_CAGE_LIMITS.stuckAfterMs) return ms;
+    this.#log?.warn(
+      `SWITCHYARD_PLUGIN_PICK_TIMEOUT_MS=${JSON.stringify(asked.slice(0, 40))} is not a whole number of ms from 1 to ${DEFAULT_CAGE_LIMITS.stuckAfterMs - 1}: plugins' picks wait ${fallback} ms`,
+    );
+    return fallback;
   }
 
   get stats(): LoaderStats {

@@ -58,7 +58,8 @@ for (const via of ['SWITCHYARD_ADMIN_TOKEN', 'SWITCHYARD_ADMIN_TOKEN_FILE'] as c
     writeFileSync(tokenFile, `${token}\n`);
     const env = via === 'SWITCHYARD_ADMIN_TOKEN' ? { SWITCHYARD_ADMIN_TOKEN: token } : { SWITCHYARD_ADMIN_TOKEN_FILE: tokenFile };
     const router = startChild(process.execPath, [SWITCHYARD_BIN, 'serve', '--policies', dir, '--port', '0', '--admin-port', '0', '--emulator-speed', '20'], {
-      env: { NODE_OPTIONS: '', SWITCHYARD_ADMIN_TOKEN: '', SWITCHYARD_ADMIN_TOKEN_FILE: '', ...env },
+      // Each pick reads /proc: a loaded machine may take past the default 20 ms, and a skipped pick says nothing.
+      env: { NODE_OPTIONS: '', SWITCHYARD_ADMIN_TOKEN: '', SWITCHYARD_ADMIN_TOKEN_FILE: '', SWITCHYARD_PLUGIN_PICK_TIMEOUT_MS: '500', ...env },
     });
     try {
       const { url, adminUrl } = await routingUrls(router);
