@@ -10,9 +10,10 @@
 // exactly. From a message of a script charged in fractions of a token
 // (CJK, Thai, ...) on, the rest is read in order, as before.
 import { chargeRange, type CharacterClassEstimator } from '../tokens/estimate.ts';
+import { messageSlot } from './message-slot.ts';
 import type { RenderedChat } from './prompt.ts';
 
-/** Remembered messages per estimator: one per slot, a newer one takes the slot. */
+/** Remembered messages per estimator: one per slot (message-slot.ts), a newer one takes the slot. */
 const SLOTS = 256;
 /** Shorter messages cost less to read than to look up. */
 const MIN_REMEMBERED_CHARS = 128;
@@ -25,14 +26,6 @@ class Remembered {
 }
 
 const byEstimator = new WeakMap<CharacterClassEstimator, Remembered>();
-
-/** A slot from the length and three characters: no pass over the text (equality decides; this only spreads). */
-function slotOf(text: string): number {
-  const n = text.length;
-  let h = Math.imul(n ^ (text.charCodeAt(0) << 16), 0x9e3779b1);
-  h = Math.imul(h ^ text.charCodeAt(n >> 1) ^ (text.charCodeAt(n - 1) << 16), 0x85ebca6b);
-  return (h ^ (h >>> 15)) >>> 24;
-}
 
 /** estimator.estimate(chat.text), exactly, reading each remembered long message not again. */
 export function chatEstimate(chat: RenderedChat, estimator: CharacterClassEstimator): number {
@@ -58,7 +51,7 @@ export function chatEstimate(chat: RenderedChat, estimator: CharacterClassEstima
       if (out.fractional) whole = false;
       continue;
     }
-    const slot = slotOf(content);
+    const slot = messageSlot(content);
     if (remembered.contents[slot] === content) {
       const share = remembered.shares[slot];
       if (share !== FRACTIONAL) {

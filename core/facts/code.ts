@@ -9,6 +9,8 @@
 // prompt is the client's. Every whitespace run is walked a bounded number of
 // times, so the cost is linear in the text.
 
+import { messageSlot } from './message-slot.ts';
+
 /** Characters examined: code marks show early, and a huge prompt scanned whole would cost for nothing. */
 export const CODE_SCAN_CHARS = 32_768;
 
@@ -62,10 +64,41 @@ export function contentsLookLikeCode(contents: readonly string[]): boolean {
       const c = text.charCodeAt(first);
       if (pending === Pending.Any || c === (pending === Pending.Brace ? 123 /* { */ : 40) /* ( */) return looksLikeCode(joinedLines(contents));
     }
-    if (scanForCode(text)) return true;
-    pending = pendingAfter(text);
+    const scanned = text === contents[m] && text.length >= MIN_REMEMBERED_CHARS ? rememberedScan(text) : scan(text);
+    if (scanned === CODE) return true;
+    pending = scanned;
   }
   return false;
+}
+
+/** A message's scan: CODE, or what a mark ending it needs from the next message. */
+const CODE = -1;
+type Scan = Pending | typeof CODE;
+
+function scan(text: string): Scan {
+  return scanForCode(text) ? CODE : pendingAfter(text);
+}
+
+// Long messages' scans, remembered: a shared system prompt or document and a
+// conversation's earlier turns come again in every request, and comparing a
+// message with the remembered one (===, natively) costs a fraction of
+// scanning it. One message a slot (message-slot.ts), a newer one takes it.
+const SLOTS = 256;
+/** Shorter messages cost less to scan than to look up. */
+const MIN_REMEMBERED_CHARS = 128;
+/** Longer ones are scanned each time: the slots keep at most 256 × 16,384 characters (8 MB) alive. */
+const MAX_REMEMBERED_CHARS = 16_384;
+const rememberedTexts: (string | undefined)[] = new Array(SLOTS).fill(undefined);
+const rememberedScans = new Int8Array(SLOTS);
+
+function rememberedScan(text: string): Scan {
+  if (text.length > MAX_REMEMBERED_CHARS) return scan(text);
+  const slot = messageSlot(text);
+  if (rememberedTexts[slot] === text) return rememberedScans[slot] as Scan;
+  const scanned = scan(text);
+  rememberedTexts[slot] = text;
+  rememberedScans[slot] = scanned;
+  return scanned;
 }
 
 /** What a mark ending `text` needs next to match across the join (text has a non-space). */

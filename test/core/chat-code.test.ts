@@ -137,3 +137,23 @@ test('a chat whose code mark crosses two messages has code, as the joined text d
     assert.equal(contentsLookLikeCode(split), reference(split), JSON.stringify(split));
   }
 });
+
+test('long messages that recur (their scans remembered) get the joined contents’ answer, asked again and again in any company', () => {
+  const next = seededRandom(31);
+  // Long messages, some ending in a mark that needs the next message (`)`, `=>`, a keyword alone), some with code inside, some prose.
+  const endings = ['', ' see (above)', ' f =>', '\nwhile', '\ndef', ' x = 1;', '\n```', ' (a)\n'];
+  const recurring = Array.from({ length: 60 }, (_, i) => 'word '.repeat(26 + i * 7) + endings[i % endings.length]);
+  // Two messages of the same length and ends (one slot, maybe): equality decides, not the slot.
+  recurring.push(`${'word '.repeat(40)}x`, `${'word '.repeat(20)}if (${'word '.repeat(19)}x`);
+  let coded = 0;
+  for (let i = 0; i < 20_000; i++) {
+    const count = 1 + Math.floor(next() * 4);
+    const contents = Array.from({ length: count }, () =>
+      next() < 0.6 ? recurring[Math.floor(next() * recurring.length)] : PIECES[Math.floor(next() * PIECES.length)],
+    );
+    const expected = reference(contents);
+    coded += expected ? 1 : 0;
+    assert.equal(contentsLookLikeCode(contents), expected, JSON.stringify(contents.map((c) => c.slice(-20))));
+  }
+  assert.ok(coded > 2_000 && coded < 18_000, `${coded} of 20000 with code`);
+});
