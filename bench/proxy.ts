@@ -8,7 +8,7 @@
 //   request rate in front of an emulated engine, non-streaming and streaming;
 // - saturation: CPU per request with 32 clients back to back.
 // BENCH_ONLY=sizes,rate,saturation picks the parts (default: sizes);
-// BENCH_SIZES=150,16k picks sizes; `turns` and `turns16k` are next turns of
+// BENCH_SIZES=150,16k picks sizes, BENCH_MODES=json or sse one mode; `turns` and `turns16k` are next turns of
 // conversations through a router whose model has a tokenizer (Llama 3.1's).
 import { fork, type ChildProcess } from 'node:child_process';
 import { Pool } from 'undici';
@@ -329,6 +329,8 @@ async function sizes(): Promise<void> {
   const scale = Number(process.env.BENCH_SCALE ?? 1);
   const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
   const concurrency = 8;
+  // BENCH_MODES=json or sse: one of the two (a profile of one mode alone).
+  const modes = (process.env.BENCH_MODES ?? 'json,sse').split(',').flatMap((mode) => (mode === 'json' ? [false] : mode === 'sse' ? [true] : []));
   // Each run of a next-turn lane talks in conversations of its own: nothing it sends was sent before.
   let turnRun = 0;
   const engine = await start(`${here}targets/fixed-engine.ts`, []);
@@ -354,7 +356,7 @@ async function sizes(): Promise<void> {
     const requests = Math.max(20, Math.round(baseRequests * scale));
     // A next-turn lane also runs the router without a tokenizer on the same bodies: what is the tokenizer's and what the base router's.
     const lane: Target[] = turns ? [bare, tokenized!, { ...proxies[1], name: 'switchyard, no tokenizer' }] : proxies;
-    for (const stream of [false, true]) {
+    for (const stream of modes) {
       // 16 distinct documents: prefix-affinity sees a realistic spread, and the client pre-builds every body.
       const system = (i: number) => (chars < 1024 ? 'You are a concise assistant.' : promptText(chars, i + 1));
       const bodies = Array.from({ length: 16 }, (_, i) =>
