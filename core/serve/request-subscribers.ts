@@ -7,6 +7,8 @@ import type { RouterMetrics } from '../observe/metrics.ts';
 import { countShed } from './count-shed.ts';
 import { countRejection } from './refusals.ts';
 import type { RequestSubscriber } from './request-lifecycle.ts';
+import { REQUEST_ID_FIELD } from './request-log.ts';
+import type { FastifyBaseLogger } from 'fastify';
 
 /** The request metrics (docs/observability.md): decision time, replica decisions, upstream latency, requests by outcome, rejections, shedding, fallbacks. */
 export function metricsSubscriber(metrics: RouterMetrics): RequestSubscriber {
@@ -39,19 +41,25 @@ export function metricsSubscriber(metrics: RouterMetrics): RequestSubscriber {
   };
 }
 
-/** One log line per request: `routed`, or `rejected` when the router answered with a rejection of its own. */
-export function logLineSubscriber(): RequestSubscriber {
+/**
+ * One log line per request: `routed`, or `rejected` when the router answered
+ * with a rejection of its own. Written through the root logger with the
+ * request id first, as request.log's bindings would put it: the same line,
+ * without a pino child made for it (request-log.ts).
+ */
+export function logLineSubscriber(log: Pick<FastifyBaseLogger, 'info'>): RequestSubscriber {
   return {
     finished({ request, decision, refusal, outcome, status, retried, attempts, usage, failure, ttfbMs, durationMs }) {
       if (refusal) {
         const r = refusal.rejection;
-        request.log.info({ status: r.status, reject: r.code, model: refusal.known.model, pool: refusal.known.pool }, 'rejected');
+        log.info({ [REQUEST_ID_FIELD]: request.id, status: r.status, reject: r.code, model: refusal.known.model, pool: refusal.known.pool }, 'rejected');
         return;
       }
       if (!decision.ok) return;
       const route = decision.value;
-      request.log.info(
+      log.info(
         {
+          [REQUEST_ID_FIELD]: request.id,
           model: `${route.model}@${route.version}`,
           adapter: route.adapter,
           pool: route.pool,

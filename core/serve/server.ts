@@ -36,6 +36,7 @@ import { Upstreams } from './upstream.ts';
 import { Lifetime } from './lifetime.ts';
 import { observerSubscriber } from './request-observer.ts';
 import { RequestLifecycle } from './request-lifecycle.ts';
+import { lazyRequestLogger } from './request-log.ts';
 import { decisionLogSubscriber, logLineSubscriber, metricsSubscriber } from './request-subscribers.ts';
 import { tracingSubscriber } from './request-tracing.ts';
 import type { TrafficRecorder } from '../shadow/recorder.ts';
@@ -187,6 +188,8 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
     ...(isInstance ? { loggerInstance: logger as FastifyBaseLogger } : { logger: logger as boolean | Record<string, unknown> }),
     // One line per request, written by the proxy with the decision in it.
     logController: new LogController({ disableRequestLogging: true }),
+    // request.log is made on first use: a routed request's one line goes through the root logger (request-log.ts).
+    childLoggerFactory: lazyRequestLogger,
     bodyLimit: limits.bodyLimitBytes,
     genReqId: requestIdGenerator(),
     forceCloseConnections: 'idle',
@@ -262,7 +265,7 @@ export async function startRouter(options: RouterOptions): Promise<Router> {
   lifecycle.subscribe(decisionLogSubscriber(decisions));
   if (options.tracer) lifecycle.subscribe(await tracingSubscriber(options.tracer));
   for (const observer of [options.shadow, options.recorder]) if (observer) lifecycle.subscribe(observerSubscriber(observer));
-  lifecycle.subscribe(logLineSubscriber());
+  lifecycle.subscribe(logLineSubscriber(app.log));
   const deps: ProxyDeps = {
     policy: options.policy,
     fleet,
