@@ -85,4 +85,18 @@ test('refused requests leave a log line, a metric and a decision record under th
     assert.match(line, /"msg":"(rejected|refused before routing)"/, what);
     assert.match(line, /"status":400/, what);
   }
+
+  // A routed request's one line carries its id too, first, as every request's logger puts it (core/serve/request-log.ts).
+  const routed = await fetch(`${url}/v1/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-request-id': 'trace-routed' },
+    body: JSON.stringify({ model: 'tiny', prompt: 'hi', max_tokens: 1 }),
+  });
+  assert.equal(routed.status, 200);
+  await routed.arrayBuffer();
+  await until(() => log.includes('"reqId":"trace-routed"'), 5000, 'a log line for the routed request');
+  const line = JSON.parse(log.split('\n').find((l) => l.includes('"reqId":"trace-routed"'))!) as Record<string, unknown>;
+  assert.equal(line.msg, 'routed');
+  assert.equal(line.status, 200);
+  assert.ok(Object.keys(line).indexOf('reqId') < Object.keys(line).indexOf('model'), 'the id comes before the decision');
 });
