@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 export const REQUEST_ID_FIELD = 'reqId';
 
 type Bindings = Record<string, unknown>;
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const;
 type ChildOptions = Parameters<FastifyBaseLogger['child']>[1];
 
 /** fastify's childLoggerFactory: a logger that becomes the pino child on first use. */
@@ -48,23 +49,14 @@ class LazyChild {
   child(bindings: Bindings, options?: ChildOptions): FastifyBaseLogger {
     return this.#real().child(bindings, options);
   }
-  fatal(...args: unknown[]): void {
-    (this.#real().fatal as (...a: unknown[]) => void)(...args);
-  }
-  error(...args: unknown[]): void {
-    (this.#real().error as (...a: unknown[]) => void)(...args);
-  }
-  warn(...args: unknown[]): void {
-    (this.#real().warn as (...a: unknown[]) => void)(...args);
-  }
-  info(...args: unknown[]): void {
-    (this.#real().info as (...a: unknown[]) => void)(...args);
-  }
-  debug(...args: unknown[]): void {
-    (this.#real().debug as (...a: unknown[]) => void)(...args);
-  }
-  trace(...args: unknown[]): void {
-    (this.#real().trace as (...a: unknown[]) => void)(...args);
+  // fatal … trace: each makes the child (once) and logs through it.
+  static {
+    for (const level of LOG_LEVELS)
+      Object.defineProperty(LazyChild.prototype, level, {
+        value(this: LazyChild, ...args: unknown[]): void {
+          (this.#real()[level] as (...a: unknown[]) => void)(...args);
+        },
+      });
   }
   silent(): void {}
 }
