@@ -2,8 +2,8 @@
 // vocabulary, for @huggingface/tokenizers) and `tokenizer_config.json` (the
 // chat template and the special tokens the template reads), the same files
 // the engine loads (docs/tokens.md). Loading is slow and big (~0.5–1.5 s,
-// ~210 MiB for Llama 3): the router does it once per folder, off the event
-// loop (core/tokens/service.ts). The check `validate` runs is cheap.
+// ~185 MiB resident for Llama 3 while loading): the router does it once per
+// folder, off the event loop (core/tokens/service.ts). The check `validate` runs is cheap.
 import { closeSync, existsSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -180,5 +180,19 @@ export function loadTokenizerFolder(dir: string): TokenizerFolder {
   } catch (error) {
     throw new Error(`@huggingface/tokenizers cannot load ${file}: ${(error as Error).message}`);
   }
-  return { dir, tokenizer, tokenizerJson, ...chatTemplateFolder(dir, config) };
+  dropSources(tokenizer);
+  const { added_tokens, pre_tokenizer, model } = tokenizerJson;
+  return { dir, tokenizer, tokenizerJson: { added_tokens, pre_tokenizer, model: { type: model?.type } }, ...chatTemplateFolder(dir, config) };
+}
+
+/**
+ * What @huggingface/tokenizers (0.2) keeps of tokenizer.json once it has built its maps, and reads only while building
+ * them: the parsed file itself, the model's vocabulary object and merge list (its maps hold them), and the BPE merge
+ * pairs (bpe_ranks holds them). About a third of a loaded Llama 3 tokenizer's heap (docs/tokens.md, "Speed").
+ */
+function dropSources(tokenizer: Tokenizer): void {
+  const parts = tokenizer as unknown as { tokenizer?: unknown; model?: { config?: Record<string, unknown>; merges?: unknown } };
+  parts.tokenizer = undefined;
+  if (parts.model?.config) parts.model.config = { ...parts.model.config, vocab: undefined, merges: undefined };
+  if (parts.model && 'merges' in parts.model) parts.model.merges = undefined;
 }
