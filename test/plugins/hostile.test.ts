@@ -193,7 +193,8 @@ test("a plugin sees none of the router's environment, and its reason reaches cli
     "return { replica: candidates[0].id, reason: 'env ' + Object.keys(process.env).length + ' token ' + (process.env.SWITCHYARD_ADMIN_TOKEN ?? 'none') + ' path ' + (process.env.PATH ?? 'none') + '\\r\\nx-injected: 1\\u0000' + 'A'.repeat(5000) };",
   );
   process.env.SWITCHYARD_ADMIN_TOKEN = 'router-secret';
-  const s = await routerWith({ 'snoop.mjs': snoop }, '[snoop, round-robin]');
+  // A generous time budget: on a loaded machine a pick may miss 20 ms, and the reason read must be the plugin's.
+  const s = await routerWith({ 'snoop.mjs': snoop }, '[snoop, round-robin]', { callTimeoutMs: 2000 });
   try {
     const r = await until(async () => (await send(s.t)).reason.startsWith('snoop: '), 10_000, 'the snoop plugin to pick').then(() => send(s.t));
     assert.equal(r.status, 200);
