@@ -5,8 +5,11 @@
 // memory reads, not instructions. Hence:
 // - an open-addressing table whose slots hold key and entry side by side
 //   (one read finds a block);
-// - one 16-byte record per entry (LRU neighbours, key, holder count) and,
-//   apart, its holders: eviction walks the records only, four to a cache line;
+// - one 16-byte record per entry (LRU neighbours, key, holder count and
+//   newest holder) and, apart, its older holders: eviction walks the records
+//   only, four to a cache line, and a block with one holder (most: a
+//   prompt's own blocks), or touched again by its newest, is read and
+//   written through its record alone;
 // - freed entries reused oldest first, so a prompt's new blocks get
 //   neighbouring records and are evicted, later, in memory order;
 // - the LRU order as a linked list through the records, which doubles as a
@@ -25,19 +28,22 @@ const NONE = -1;
 const PREFETCH = 32;
 /** Entries allocated at first; the arrays double from there as the memory fills. */
 const INITIAL_ENTRIES = 1024;
-// A record is 4 int32 (16 bytes): prev, next, key, holder count. Entry e's holders are
-// holders[e * MAX_HOLDERS ...] (32 bytes), read and written only with its holder list.
+// A record is 4 int32 (16 bytes): prev, next, key, and the holders: their count in the high
+// 16 bits, the newest in the low 16. Entry e's older holders (count - 1 of them) are
+// holders[e * MAX_HOLDERS ...] (32 bytes), read and written only when it has more than one.
 const RECORD_INTS = 4;
 const PREV = 0;
 const NEXT = 1;
 const KEY = 2;
-const COUNT = 3;
+const HOLDERS = 3;
+const NEWEST_MASK = 0xffff;
+const COUNT_SHIFT = 16;
 
 export class BlockMemory {
   /** Entries in use. */
   size = 0;
   private records = new Int32Array(INITIAL_ENTRIES * RECORD_INTS);
-  /** Holders of entry e are holders[e * MAX_HOLDERS + k], oldest first. */
+  /** Older holders of entry e are holders[e * MAX_HOLDERS + k] for k below its count - 1, oldest first. */
   private holders = new Uint16Array(INITIAL_ENTRIES * MAX_HOLDERS);
   private capacity = INITIAL_ENTRIES;
   /** Open addressing with linear probing: slot s is table[2s] = key, table[2s + 1] = entry + 1 (0: empty). Never more than half full. */
@@ -67,7 +73,10 @@ export class BlockMemory {
    */
   constructor(private readonly salt: number) {}
 
-  /** Entry e's holders are `holderArray[holdersStart(e) + k]` for k below `holderCount(e)`. */
+  /**
+   * Entry e's holders, oldest first, are `holderArray[holdersStart(e) + k]`
+   * for k below `holderCount(e) - 1`, then `newestHolder(e)`.
+   */
   get holderArray(): Uint16Array {
     return this.holders;
   }
@@ -77,7 +86,18 @@ export class BlockMemory {
   }
 
   holderCount(entry: number): number {
-    return this.records[entry * RECORD_INTS + COUNT];
+    return this.records[entry * RECORD_INTS + HOLDERS] >>> COUNT_SHIFT;
+  }
+
+  newestHolder(entry: number): number {
+    return this.records[entry * RECORD_INTS + HOLDERS] & NEWEST_MASK;
+  }
+
+  /** Entry e's holders, oldest first (a new array: for tests and tools, not the hot path). */
+  holdersOf(entry: number): number[] {
+    const start = this.holdersStart(entry);
+    const older = Array.from(this.holders.subarray(start, start + this.holderCount(entry) - 1));
+    return [...older, this.newestHolder(entry)];
   }
 
   /** The entry of block `key`, or -1. */
@@ -132,8 +152,7 @@ export class BlockMemory {
       const e = this.find(key);
       if (e === NONE) {
         const added = this.insert(key);
-        this.records[added * RECORD_INTS + COUNT] = 1;
-        this.holders[added * MAX_HOLDERS] = replica;
+        this.records[added * RECORD_INTS + HOLDERS] = (1 << COUNT_SHIFT) | replica;
         this.append(added);
         first = last = NONE;
         continue;
@@ -180,13 +199,22 @@ export class BlockMemory {
   prefetch(keys: readonly number[], from = 0): void {
     const table = this.table;
     const records = this.records;
-    const holders = this.holders;
     let sink = 0;
+    // The entry of the block before: its LRU successor is likely the next block's (as in touchAll).
+    let e = NONE;
     for (let i = from; i < keys.length; i++) {
-      const slot = this.home(keys[i] | 0);
-      const e = table[2 * slot + 1] - 1;
-      // A block held: its record and holders too (found at its home slot, as most are).
-      if (e !== NONE) sink += records[e * RECORD_INTS + COUNT] + holders[e * MAX_HOLDERS];
+      const key = keys[i] | 0;
+      if (e !== NONE) {
+        const guess = records[e * RECORD_INTS + NEXT];
+        if (guess !== NONE && records[guess * RECORD_INTS + KEY] === key) {
+          e = guess;
+          continue;
+        }
+      }
+      const slot = this.home(key);
+      // A block held: its record too (found at its home slot, as most are).
+      e = table[2 * slot] === key ? table[2 * slot + 1] - 1 : NONE;
+      if (e !== NONE) sink += records[e * RECORD_INTS + HOLDERS];
     }
     this.sink = sink;
   }
@@ -205,26 +233,30 @@ export class BlockMemory {
 
   /** Moves `replica` to the newest end of the entry's holders, dropping the oldest past MAX_HOLDERS. */
   private remember(e: number, replica: number): void {
+    const at = e * RECORD_INTS + HOLDERS;
+    const packed = this.records[at];
+    const newest = packed & NEWEST_MASK;
+    if (newest === replica) return;
+    const count = packed >>> COUNT_SHIFT;
+    // The older holders: the previous newest joins their newest end.
     const holders = this.holders;
     const base = e * MAX_HOLDERS;
-    const countAt = e * RECORD_INTS + COUNT;
-    const count = this.records[countAt];
     const last = base + count - 1;
-    if (holders[last] === replica) return;
-    let at = base;
-    while (at < last && holders[at] !== replica) at++;
-    if (at === last) {
-      // Not a holder yet: append, or shift the oldest out when full.
+    let k = base;
+    while (k < last && holders[k] !== replica) k++;
+    if (k === last) {
+      // Not a holder yet: one more, or the oldest shifted out when full.
       if (count < MAX_HOLDERS) {
-        holders[base + count] = replica;
-        this.records[countAt] = count + 1;
+        holders[last] = newest;
+        this.records[at] = ((count + 1) << COUNT_SHIFT) | replica;
         return;
       }
-      at = base;
+      k = base;
     }
     // A few slots at most: a loop costs less than copyWithin's call into the runtime.
-    for (; at < last; at++) holders[at] = holders[at + 1];
-    holders[last] = replica;
+    for (; k < last - 1; k++) holders[k] = holders[k + 1];
+    holders[last - 1] = newest;
+    this.records[at] = (count << COUNT_SHIFT) | replica;
   }
 
   private home(key: number): number {

@@ -111,10 +111,11 @@ export default {
         for (; i < hashes.length; i++) {
           entry = memory.findAfter(entry, hashes[i] | 0);
           if (entry < 0) break;
+          // Its older holders (most blocks have none), then its newest.
           const first = memory.holdersStart(entry);
-          const end = first + memory.holderCount(entry);
-          for (let k = first; k < end; k++) {
-            const n = holders[k];
+          const end = first + memory.holderCount(entry) - 1;
+          for (let k = first; k <= end; k++) {
+            const n = k < end ? holders[k] : memory.newestHolder(entry);
             if (stampOf[n] !== stamp) {
               stampOf[n] = stamp;
               held.push(n);
