@@ -14,6 +14,7 @@ interface Config {
 }
 
 const idOf = (c: Candidate) => c.id;
+const MAX_REMEMBERED_REASONS = 65_536;
 // The engine's own load (running + waiting, as scraped), not this router's
 // in-flight count: every router sees the same engine, so every router bounds
 // the same replicas and they keep agreeing on owners (docs/quotas.md, "Routers
@@ -35,6 +36,21 @@ export default {
     },
   },
   create(config) {
+    // Each owner's last reason and the kv it was written for: toFixed costs ~0.1 µs a pick, and a
+    // replica's kv changes only on a scrape. Ids come from the policy; the bound is only a backstop.
+    const said = new Map<string, { kv: number; reason: string }>();
+    const reasonFor = (id: string, kv: number): string => {
+      let last = said.get(id);
+      if (last === undefined) {
+        if (said.size >= MAX_REMEMBERED_REASONS) said.clear();
+        said.set(id, (last = { kv: Number.NaN, reason: '' }));
+      }
+      if (!(last.kv === kv)) {
+        last.kv = kv;
+        last.reason = `conversation hashes to ${id} (kv ${kv.toFixed(2)} < ${config.release_threshold})`;
+      }
+      return last.reason;
+    };
     return {
       pick(request, candidates) {
         if (!request.conversationId) return { pass: true, reason: 'no conversation id' };
@@ -50,10 +66,7 @@ export default {
         if (config.token_release_threshold != null && tokens >= config.token_release_threshold) {
           return { pass: true, reason: `released ${owner.id}: prefill load ${tokens.toFixed(2)} >= ${config.token_release_threshold}` };
         }
-        return {
-          replica: owner.id,
-          reason: `conversation hashes to ${owner.id} (kv ${kv.toFixed(2)} < ${config.release_threshold})`,
-        };
+        return { replica: owner.id, reason: reasonFor(owner.id, kv) };
       },
     };
   },

@@ -18,3 +18,29 @@ export function cleanReason(reason: unknown): string {
   UNPRINTABLE.lastIndex = 0;
   return UNPRINTABLE.test(capped) ? capped.replace(UNPRINTABLE, ' ') : capped;
 }
+
+/**
+ * Texts known to be short enough and printable: what cleanReason leaves as
+ * it is, unless it holds a secret. A property of the text alone, so it never
+ * goes stale when secrets change; bounded (emptied when full).
+ */
+const printableTexts = new Set<string>();
+const MAX_PRINTABLE_TEXTS = 4096;
+
+/**
+ * cleanReason for the texts a strategy returns again and again: replica ids,
+ * its notes on alternatives, its pass reasons (up to 33 a decision at 512
+ * replicas). Each is checked for length and printable characters once; then
+ * only redacted (no work when the router holds no secrets). The same answer
+ * as cleanReason's (test/core/reason.test.ts).
+ */
+export function cleanNote(text: unknown): string {
+  if (typeof text !== 'string') return cleanReason(text);
+  if (printableTexts.has(text)) return redactSecrets(text) === text ? text : cleanReason(text);
+  const cleaned = cleanReason(text);
+  if (cleaned === text) {
+    if (printableTexts.size >= MAX_PRINTABLE_TEXTS) printableTexts.clear();
+    printableTexts.add(text);
+  }
+  return cleaned;
+}

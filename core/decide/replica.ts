@@ -6,9 +6,9 @@
 // quarantined, is skipped the same way. When every strategy passes, least
 // load. Pure: pick times are measured on the injected clock and left, with
 // faults, for commit() to count and report.
-import { candidatePositions, isPass, leastLoaded, type Candidate, type RoutedRequest } from '../../sdk/index.ts';
+import { candidatePositions, isPass, leastLoaded, type Alternative, type Candidate, type RoutedRequest } from '../../sdk/index.ts';
 import { CageSkip } from '../plugins/cage/skip.ts';
-import { cleanReason } from './reason.ts';
+import { cleanNote, cleanReason } from './reason.ts';
 import type { Pool } from './generation.ts';
 import type { CandidateSet } from './candidates.ts';
 import type { ChainRun, StrategyIncident } from './decision.ts';
@@ -17,6 +17,7 @@ import type { StepTrace, TraceAlternative } from './trace.ts';
 export type StrategyFault = 'threw' | 'bad_answer' | 'over_budget' | 'timeout';
 
 const NO_INCIDENTS: readonly StrategyIncident[] = Object.freeze([]);
+const NO_ALTERNATIVES: readonly Alternative[] = Object.freeze([]);
 
 export interface ReplicaChoice {
   readonly replica: Candidate;
@@ -91,7 +92,7 @@ export function chooseReplica(
     // Reading the answer runs the plugin's code too (a getter may throw): a fault of that strategy alone.
     try {
       if (result == null || isPass(result)) {
-        notes.push({ name: slot.name, note: `passed: ${result?.reason == null ? 'no answer' : cleanReason(result.reason)}` });
+        notes.push({ name: slot.name, note: `passed: ${result?.reason == null ? 'no answer' : cleanNote(result.reason)}` });
         continue;
       }
       // The shared list's index is kept with it (a large pool is not walked); a filtered list is indexed afresh.
@@ -106,17 +107,20 @@ export function chooseReplica(
         notes.push({ name: slot.name, note: 'skipped: answered a replica it was not given' });
         continue;
       }
-      const alternatives = (result.alternatives ?? []).map((a) => ({
-        name: cleanReason(a.replica),
+      // Ids and notes recur from pick to pick: cleanNote checks each text once.
+      const alternatives = (result.alternatives ?? NO_ALTERNATIVES).map((a) => ({
+        name: cleanNote(a.replica),
         score: a.score,
-        note: a.note === undefined ? undefined : cleanReason(a.note),
+        note: a.note === undefined ? undefined : cleanNote(a.note),
       }));
       const reason = cleanReason(result.reason);
       if (timed) for (let j = i + 1; j < chain.length; j++) pickMs.push(NaN);
+      // After the chain's notes, as a spread would put them (a hole read as undefined), without a third array.
+      for (let k = 0; k < alternatives.length; k++) notes.push(alternatives[k]);
       return {
         replica: chosen,
         strategy: slot.name,
-        trace: { decidedBy: slot.name, reason, facts, alternatives: [...notes, ...alternatives] },
+        trace: { decidedBy: slot.name, reason, facts, alternatives: notes },
         run: chainRun(timed, budgetMs, pickMs, incidents),
       };
     } catch (error) {

@@ -34,6 +34,18 @@ for (const row of releaseTable) {
   });
 }
 
+test("session affinity's reason says the owner's kv as it is now, scrape after scrape", () => {
+  const policy = singlePool({ strategies: ['session-affinity', 'least-load'], replicas: 4 });
+  const home = routeAdmitted(policy, { model: 'm', conversation: 'c-kv' }).value.replica;
+  const fleet = new ManualFleet();
+  for (const kv of [0.5, 0.5, 0.123, 0.7, 0.5, 0]) {
+    fleet.set(home, { kvUsage: kv });
+    const d = routeAdmitted(policy, { model: 'm', conversation: 'c-kv' }, fleet);
+    assert.equal(d.value.replica, home);
+    assert.equal(d.value.reason, `session-affinity: conversation hashes to ${home} (kv ${kv.toFixed(2)} < 0.85)`);
+  }
+});
+
 test('session affinity with bounded loads walks on from a full replica', () => {
   const policy = singlePool({ strategies: [{ name: 'session-affinity', config: { bounded_load: 1.25 } }], replicas: 4 });
   const home = routeAdmitted(policy, { model: 'm', conversation: 'c-9' }).value.replica;
