@@ -141,6 +141,12 @@ interface Router {
   readonly view: RouterView;
 }
 
+/** Does a strategy of the pool's chain have onCompleted (what complete() calls, and all it does)? */
+function toldOnCompletion(pool: Pool): boolean {
+  for (const slot of pool.chain) if (slot.instance.onCompleted !== undefined) return true;
+  return false;
+}
+
 /** A request admitted to an engine: the engine calls back into the simulation through it. */
 class Admitted implements EngineRequest {
   readonly id: string;
@@ -150,10 +156,14 @@ class Admitted implements EngineRequest {
   readonly adapter?: string;
   /**
    * What the completion needs of the decision, not the decision itself: an
-   * admitted request lives for seconds of virtual time, and its decision's
-   * trace would survive young-generation collections with it.
+   * admitted request lives for seconds of virtual time, and what it keeps
+   * survives young-generation collections with it. The handles (the routed
+   * request with its prompt facts and prefix hashes, the chain's run) only
+   * when a strategy of the pool's chain is told how the request ended.
    */
-  readonly decision: Pick<AdmittedDecision, 'value' | 'handles'>;
+  readonly value: AdmittedDecision['value'];
+  readonly pool: Pool;
+  readonly completion?: Pick<AdmittedDecision, 'value' | 'handles'>;
   firstTokenAt = NaN;
 
   constructor(
@@ -164,8 +174,10 @@ class Admitted implements EngineRequest {
     readonly replica: SimReplica,
     readonly groups: GroupStats[],
   ) {
-    this.decision = { value: decision.value, handles: decision.handles };
-    const { value } = decision;
+    const { value, handles } = decision;
+    this.value = value;
+    this.pool = handles.pool;
+    if (toldOnCompletion(handles.pool)) this.completion = { value, handles };
     this.id = value.requestId;
     this.promptTokens = spec.promptTokens;
     this.maxTokens = spec.outputTokens;
@@ -394,14 +406,12 @@ class Simulation {
   }
 
   finished(request: Admitted, result: EngineResult, t: number): void {
-    const { spec, decision, router, replica } = request;
+    const { spec, value, pool, router, replica } = request;
     this.lastActivityAt = t;
     router.view.release(replica.id);
     if (Number.isNaN(request.firstTokenAt)) router.view.endPrefill(replica.id, request.promptTokens);
     this.inFlight--;
-    const pool = decision.handles.pool;
-    const { value } = decision;
-    complete(decision, true);
+    if (request.completion) complete(request.completion, true);
     for (const g of request.groups)
       g.completion(spec.at, result.firstTokenAt, t, result.promptTokens, result.cachedTokens, result.outputTokens, result.preempted);
     this.window.completed++;

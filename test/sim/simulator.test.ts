@@ -11,6 +11,9 @@ import { SimError } from '../../sim/simulator/errors.ts';
 import { simulate, type SimOptions } from '../../sim/simulator/simulator.ts';
 import { workloadFromSpec, WorkloadError, type WorkloadSpec } from '../../sim/workload/load.ts';
 import { builtinRegistry } from '../helpers/builtins.ts';
+import { registryOf } from '../../core/plugins/registry.ts';
+import { BUILTIN_STRATEGIES } from '../../plugins/index.ts';
+import type { StrategyDefinition } from '../../sdk/index.ts';
 
 const chat = (requests: number, rate: number, extra: Partial<WorkloadSpec> = {}): WorkloadSpec =>
   ({
@@ -117,6 +120,33 @@ describe('simulate: configurations that cannot make progress are errors, never h
       () => run(policy, chat(50, 10, { adapters: { names: ['a0'] } })),
       (e: unknown) => e instanceof SimError && /no request completed: all 50 were rejected \(engine_rejected: 50\)/.test(e.message),
     );
+  });
+
+  it('a strategy with onCompleted is told of every completed request, on the replica it was routed to', () => {
+    // The simulator keeps a request's routing handles only for such a chain: this is the chain that needs them.
+    const routed = new Map<string, string>();
+    const told: string[] = [];
+    const tracker: StrategyDefinition = {
+      name: 'completion-tracker',
+      version: '1.0.0',
+      sdk: '^1',
+      create: () => ({
+        pick: () => ({ pass: true, reason: 'only listens' }),
+        onRouted: (request, replica) => void routed.set(request.id, replica),
+        onCompleted: (request, replica, ok) => {
+          assert.equal(ok, true);
+          assert.equal(replica, routed.get(request.id), `request ${request.id}`);
+          assert.ok(request.prefixHashes.length > 0, 'the routed request as the strategies saw it');
+          told.push(request.id);
+        },
+      }),
+    };
+    const registry = registryOf([...BUILTIN_STRATEGIES, tracker]);
+    const policy = fleetPolicy({ pools: [{ name: 'general', replicas: 2, strategies: ['completion-tracker', 'power-of-two'] }] }, registry);
+    const result = simulate({ policy, workload: workloadFromSpec('w', chat(300, 40)), seed: 1 });
+    assert.equal(result.overall.completed, 300);
+    assert.equal(told.length, 300);
+    assert.equal(new Set(told).size, 300, 'each once');
   });
 
   it('a workload that sends nothing', () => {
