@@ -49,13 +49,26 @@ const RETRY_AFTER = 12;
 const ACTION = 13;
 /** The bounded trace itself, only when its keys are not the steps in their order (then the step cells are unused). */
 const TRACE = 14;
-/** The bounded steps, at their trace positions (tenant, model, pool, replica, admit). */
+/**
+ * The bounded steps, STEP_CELLS cells each, at their trace positions (tenant,
+ * model, pool, replica, admit). A step the entry before had too (a policy's
+ * own tenant, model and pool steps) is kept by reference: it costs nothing.
+ * Any other (the replica and admit steps, made per request) is kept field by
+ * field, its keys' presence as a mask, so that the step object need not
+ * outlive the request.
+ */
 const STEPS = 15;
+const STEP_CELLS = 6;
+const STEP_OBJECT = 0;
+const STEP_KEYS = 1;
+const STEP_FIELDS = ['decidedBy', 'reason', 'facts', 'alternatives'] as const;
 /** What the request was; undefined (CONVERSATION_ID included) for a request refused before its facts were read. */
-const ENDPOINT = 20;
-const STREAM = 21;
-const CONVERSATION_ID = 22;
-const FIELDS = 23;
+const ENDPOINT = STEPS + 5 * STEP_CELLS;
+const STREAM = ENDPOINT + 1;
+const CONVERSATION_ID = ENDPOINT + 2;
+const FIELDS = ENDPOINT + 3;
+/** Kept for a step's empty alternatives, shown as a fresh empty array. */
+const NO_ALTERNATIVES: readonly TraceAlternative[] = Object.freeze([]);
 const STEP_NAMES = ['tenant', 'model', 'pool', 'replica', 'admit'] as const;
 
 export class DecisionLog {
@@ -74,6 +87,8 @@ export class DecisionLog {
   private readonly lastSteps: (StepTrace | undefined)[] = [undefined, undefined, undefined, undefined, undefined];
   private readonly lastBounded: (StepTrace | undefined)[] = [undefined, undefined, undefined, undefined, undefined];
   private readonly lastSizes: number[] = [0, 0, 0, 0, 0];
+  /** Whether step() found the step at each position to be the last one seen there (keepStep()). */
+  private readonly reused: boolean[] = [false, false, false, false, false];
   /** Watchers of new decisions (the explorer's live stream). */
   readonly stream = new DecisionStream();
 
@@ -154,11 +169,11 @@ export class DecisionLog {
     const replica = this.step(3, trace.replica);
     const admit = this.step(4, trace.admit);
     if (inStepOrder(trace)) {
-      c[row + STEPS] = tenant;
-      c[row + STEPS + 1] = model;
-      c[row + STEPS + 2] = pool;
-      c[row + STEPS + 3] = replica;
-      c[row + STEPS + 4] = admit;
+      this.keepStep(row, 0, tenant);
+      this.keepStep(row, 1, model);
+      this.keepStep(row, 2, pool);
+      this.keepStep(row, 3, replica);
+      this.keepStep(row, 4, admit);
     } else {
       const cut = tenant !== trace.tenant || model !== trace.model || pool !== trace.pool || replica !== trace.replica || admit !== trace.admit;
       c[row + TRACE] = cut ? { ...trace, tenant, model, pool, replica, admit } : trace;
@@ -203,11 +218,45 @@ export class DecisionLog {
     return entry;
   }
 
+  /**
+   * Keeps the bounded step at trace position `at` in the row: by reference
+   * when the entry before had it too (step() found it), else field by field
+   * when its keys are STEP_FIELDS in their order (as decide() writes them).
+   */
+  private keepStep(row: number, at: number, step: StepTrace | undefined): void {
+    const cell = row + STEPS + at * STEP_CELLS;
+    const keys = typeof step !== 'object' || step === null || this.reused[at] ? -1 : stepKeys(step);
+    if (keys < 0) {
+      this.cells[cell + STEP_OBJECT] = step;
+      return;
+    }
+    const s = step as StepTrace;
+    this.cells[cell + STEP_KEYS] = keys;
+    this.cells[cell + 2] = s.decidedBy;
+    this.cells[cell + 3] = s.reason;
+    this.cells[cell + 4] = s.facts;
+    this.cells[cell + 5] = Array.isArray(s.alternatives) && s.alternatives.length === 0 ? NO_ALTERNATIVES : s.alternatives;
+  }
+
+  /** The step at trace position `at` of the row, as it was given to keepStep(). */
+  private stepOf(row: number, at: number): StepTrace | undefined {
+    const c = this.cells;
+    const cell = row + STEPS + at * STEP_CELLS;
+    const keys = c[cell + STEP_KEYS] as number | undefined;
+    if (keys === undefined) return c[cell + STEP_OBJECT] as StepTrace | undefined;
+    const step: Record<string, unknown> = {};
+    for (let k = 0; k < STEP_FIELDS.length; k++) {
+      const value = c[cell + 2 + k];
+      if (keys & (1 << k)) step[STEP_FIELDS[k]] = value === NO_ALTERNATIVES ? [] : value;
+    }
+    return step as unknown as StepTrace;
+  }
+
   /** The trace of the row's steps, in their order. */
   private traceOf(row: number): DecisionTrace {
     const trace: Record<string, unknown> = {};
     for (let at = 0; at < STEP_NAMES.length; at++) {
-      const step = this.cells[row + STEPS + at];
+      const step = this.stepOf(row, at);
       if (step !== undefined) trace[STEP_NAMES[at]] = step;
     }
     return trace as DecisionTrace;
@@ -220,7 +269,8 @@ export class DecisionLog {
    */
   private step(at: number, step: StepTrace | undefined): StepTrace | undefined {
     if (!step) return step;
-    if (step === this.lastSteps[at]) {
+    this.reused[at] = step === this.lastSteps[at];
+    if (this.reused[at]) {
       this.measured += this.lastSizes[at];
       return this.lastBounded[at];
     }
@@ -305,6 +355,18 @@ function inStepOrder(trace: DecisionTrace): boolean {
     at++;
   }
   return true;
+}
+
+/** The step's keys as a mask of STEP_FIELDS, or -1 when it has others or has them out of that order. */
+function stepKeys(step: StepTrace): number {
+  let keys = 0;
+  let k = 0;
+  for (const key in step) {
+    while (k < STEP_FIELDS.length && STEP_FIELDS[k] !== key) k++;
+    if (k === STEP_FIELDS.length) return -1;
+    keys |= 1 << k++;
+  }
+  return keys;
 }
 
 /**
