@@ -71,6 +71,9 @@ export class TokenizerService {
   /** The worker is encoding a long prompt for its next turn: nothing posted now is answered within a request's wait. */
   #warming = false;
   readonly #hint = new WarmHint();
+  /** Messages for the worker not yet posted: the jobs of one turn of the event loop go as one message (core/tokens/worker.ts). */
+  #outbox: ToWorker[] = [];
+  #flushScheduled = false;
 
   constructor(options: TokenizerServiceOptions = {}) {
     this.#options = { cacheBytes: 64 * 1024 * 1024, stuckMs: 5000, charsPerMs: 500, maxPending: 256, blockSizes: [], ...options };
@@ -143,6 +146,7 @@ export class TokenizerService {
     this.#watchdog = undefined;
     const worker = this.#worker;
     this.#worker = undefined;
+    this.#outbox = [];
     this.#failAll('restarted');
     this.#folders.clear();
     if (worker) await worker.terminate();
@@ -154,10 +158,21 @@ export class TokenizerService {
   }
 
   #post(message: ToWorker): void {
-    const worker = this.#ensureWorker();
-    worker.ref(); // something waits for it: the process must not exit under it
-    worker.postMessage(message);
+    this.#ensureWorker().ref(); // something waits for it: the process must not exit under it
+    this.#outbox.push(message);
+    if (!this.#flushScheduled) {
+      this.#flushScheduled = true;
+      setImmediate(this.#flush);
+    }
   }
+
+  /** After the event loop's I/O callbacks: every request that arrived in them is in one message. */
+  readonly #flush = (): void => {
+    this.#flushScheduled = false;
+    const batch = this.#outbox;
+    this.#outbox = [];
+    if (batch.length > 0) this.#worker?.postMessage(batch);
+  };
 
   /** Idle, the worker must not keep the process alive. */
   #unrefWhenIdle(): void {
@@ -172,7 +187,9 @@ export class TokenizerService {
     const worker = newWorker({ workerData, name: 'switchyard tokenizer', env: {} });
     this.#progress = new BigInt64Array(progress);
     worker.unref();
-    worker.on('message', (message: FromWorker) => this.#onMessage(message));
+    worker.on('message', (batch: readonly FromWorker[]) => {
+      for (const message of batch) this.#onMessage(message);
+    });
     worker.on('error', (error) => this.#restart(worker, error.message));
     worker.on('exit', (code) => this.#restart(worker, `exited with code ${code}`));
     this.#worker = worker;
@@ -220,6 +237,7 @@ export class TokenizerService {
   #restart(worker: Worker, why: string): void {
     if (this.#worker !== worker) return;
     this.#worker = undefined;
+    this.#outbox = []; // its jobs are failed below, its loads posted again
     this.#warming = false;
     this.restarts++;
     this.#failAll('restarted');

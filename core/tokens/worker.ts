@@ -1,6 +1,10 @@
 // The tokenizer worker: loads tokenizer folders (one instance per folder,
 // for every model, pool and reload that names it) and counts prompts off the
-// router's event loop. Messages: core/tokens/service.ts.
+// router's event loop. Messages: core/tokens/service.ts. Both ways they go in
+// batches, an array per message: the jobs the router's thread posted in one
+// turn of its event loop, and the answers of the jobs the worker ran since it
+// last posted (docs/tokens.md, "Speed": a message costs far more than its
+// content).
 import { parentPort, workerData } from 'node:worker_threads';
 import { blockKeysOf } from '../fleet/kv-keys.ts';
 import { FolderCounter, type CountJob, type CountPlan } from './counter.ts';
@@ -70,20 +74,58 @@ function blockKeys(plan: CountPlan, ids: Uint32Array, sizes: readonly number[]):
   });
 }
 
-port.on('message', (message: ToWorker) => {
+/** Answers not yet posted, with what they transfer; posted as one message once the jobs received are done, or after FLUSH_AFTER_MS. */
+let answers: FromWorker[] = [];
+let transfers: ArrayBuffer[] = [];
+let oldestAnswer = 0;
+let flushScheduled = false;
+/** A batch's first answer waits at most about this long for the jobs after it (a next turn's job takes ~0.05 ms). */
+const FLUSH_AFTER_MS = 1;
+/** A job with more text than this to encode (~1 ms of it, docs/tokens.md) posts the answers before it first. */
+const FLUSH_BEFORE_COLD_CHARS = 500;
+
+function answer(message: FromWorker, transfer: ArrayBuffer[] = []): void {
+  if (answers.length === 0) oldestAnswer = performance.now();
+  answers.push(message);
+  for (const buffer of transfer) transfers.push(buffer);
+  if (!flushScheduled) {
+    flushScheduled = true;
+    setImmediate(flush);
+  }
+}
+
+function flush(): void {
+  flushScheduled = false;
+  if (answers.length === 0) return;
+  const batch = answers;
+  const transfer = transfers;
+  answers = [];
+  transfers = [];
+  port.postMessage(batch, transfer);
+}
+
+port.on('message', (batch: readonly ToWorker[]) => {
+  for (const message of batch) {
+    run(message);
+    if (answers.length > 0 && performance.now() - oldestAnswer > FLUSH_AFTER_MS) flush();
+  }
+});
+
+function run(message: ToWorker): void {
   if (message.type === 'load') {
-    if (counters.has(message.dir)) return port.postMessage({ type: 'loaded', dir: message.dir } satisfies FromWorker);
+    if (counters.has(message.dir)) return answer({ type: 'loaded', dir: message.dir });
+    flush(); // loading takes seconds
     try {
       counters.set(message.dir, new FolderCounter(loadTokenizerFolder(message.dir), cacheBytes));
-      port.postMessage({ type: 'loaded', dir: message.dir } satisfies FromWorker);
+      answer({ type: 'loaded', dir: message.dir });
     } catch (error) {
-      port.postMessage({ type: 'loaded', dir: message.dir, error: (error as Error).message } satisfies FromWorker);
+      answer({ type: 'loaded', dir: message.dir, error: (error as Error).message });
     }
     return;
   }
   const { id, dir, job, waitChars, warmChars, blockSizes = [] } = message;
   const counter = counters.get(dir);
-  if (!counter) return port.postMessage({ type: 'counted', id, error: `the tokenizer in ${dir} is not loaded` } satisfies FromWorker);
+  if (!counter) return answer({ type: 'counted', id, error: `the tokenizer in ${dir} is not loaded` });
   // The started-at first, then the id: a watchdog that reads this id reads this job's start, or a later one.
   Atomics.store(progress, 1, BigInt(Math.floor(performance.timeOrigin + performance.now())));
   Atomics.store(progress, 0, BigInt(id));
@@ -93,22 +135,24 @@ port.on('message', (message: ToWorker) => {
       // Too long to wait for: the request goes on with the estimate, and the ids
       // are still worked out so that the conversation's next turn is exact.
       const warming = plan.coldChars <= warmChars;
-      port.postMessage({ type: 'counted', id, deferred: true, warming } satisfies FromWorker);
+      answer({ type: 'counted', id, deferred: true, warming });
       if (warming) {
+        flush(); // the router's thread learns now that the worker is busy for a while
         counter.encode(job, plan);
-        port.postMessage({ type: 'warmed' } satisfies FromWorker);
+        answer({ type: 'warmed' });
       }
       return;
     }
+    if (plan.coldChars > FLUSH_BEFORE_COLD_CHARS) flush();
     const ids = counter.encode(job, plan);
     const keys = ids.length === 1 && blockSizes.length > 0 ? blockKeys(plan, ids[0], blockSizes) : undefined;
-    port.postMessage({ type: 'counted', id, ids, blockKeys: keys } satisfies FromWorker, [
+    answer({ type: 'counted', id, ids, blockKeys: keys }, [
       ...ids.map((a) => a.buffer as ArrayBuffer),
       ...(keys ?? []).map((k) => k.keys.buffer as ArrayBuffer),
     ]);
   } catch (error) {
-    port.postMessage({ type: 'counted', id, error: (error as Error).message } satisfies FromWorker);
+    answer({ type: 'counted', id, error: (error as Error).message });
   } finally {
     Atomics.store(progress, 0, 0n);
   }
-});
+}

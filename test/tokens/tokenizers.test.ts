@@ -222,3 +222,32 @@ test('a prompt too long to wait for goes on with the estimate, and its ids are w
   }
   assert.equal(next.facts.promptTokensSource, 'tokenizer');
 });
+
+test('chats and texts posted together travel in one batch each way: every request gets its own ids, and a failing job fails only itself', async () => {
+  const f = folder('llama');
+  const counter = new FolderCounter(f, 1024 * 1024);
+  await service.load(LLAMA_DIR);
+  const failing = folderWithTemplate('{% for m in messages %}{% if m.content == "boom" %}{{ raise_exception("no") }}{% endif %}{{ m.content }}{% endfor %}');
+  await service.load(failing);
+  const jobs = Array.from({ length: 40 }, (_, i) =>
+    i % 3 === 0
+      ? ({ kind: 'texts', texts: [`Prompt ${i}: ${'word '.repeat(i)}`] } as const)
+      : ({
+          kind: 'chat',
+          chat: { messages: [{ role: 'user', content: `Question ${i}:${' why'.repeat(i)}` }], add_generation_prompt: i % 2 === 0 },
+          now: Date.UTC(2026, 11, 2),
+        } as const),
+  );
+  // All posted in one turn of the event loop, with a job that throws among them.
+  const boom = service.count(failing, { kind: 'chat', chat: { messages: [{ role: 'user', content: 'boom' }] }, now: 0 }, Infinity);
+  const outcomes = await Promise.all(jobs.map((job) => service.count(LLAMA_DIR, job, Infinity)));
+  assert.equal((await boom).ok, false);
+  outcomes.forEach((outcome, i) => {
+    assert.ok(outcome.ok, `job ${i}`);
+    assert.deepEqual(
+      outcome.ids.map((ids) => [...ids]),
+      counter.encode(jobs[i], counter.plan(jobs[i])).map((ids) => [...ids]),
+      `job ${i}`,
+    );
+  });
+});
