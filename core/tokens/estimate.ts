@@ -7,12 +7,16 @@
 // the text is the client's, and one pass costs O(length).
 import type { TokenEstimator } from '../facts/tokens.ts';
 
+/** The classes charged whole tokens come first, the ones charged a fraction of a token a character last (FIRST_FRACTIONAL). */
 const enum Kind {
   Space,
   Newline,
   Letter,
   Digit,
   Punct,
+  /** Emoji and anything outside the Basic Multilingual Plane, one code unit at a time. */
+  Astral,
+  Symbol,
   /** Chinese, Japanese kanji, and the fullwidth forms around them. */
   Ideograph,
   Kana,
@@ -20,10 +24,10 @@ const enum Kind {
   Thai,
   /** Other alphabets (Cyrillic, Greek, Arabic, Hebrew, Indic...): short BPE pieces. */
   OtherLetter,
-  /** Emoji and anything outside the Basic Multilingual Plane, one code unit at a time. */
-  Astral,
-  Symbol,
 }
+const FIRST_FRACTIONAL = Kind.Ideograph;
+/** No class: before the first character. */
+const NO_KIND = 255;
 
 /** Tokens per character of each class; 0: charged per run instead (letters, digits, punctuation, spaces). */
 const PER_CHAR = new Float64Array(12);
@@ -61,7 +65,10 @@ const KINDS = new Uint8Array(65536);
 for (let c = 0; c < 65536; c++) KINDS[c] = slowKindOf(c);
 
 /** Tokens of a run of `run` characters of a run-charged class. */
-function runTokens(kind: number, run: number, latinCharsPerToken: number, wordRate: number): number {
+function runTokens(kind: number, run: number, latinCharsPerToken: number): number {
+  // A word of n letters: the first token is about 1.5 × the rate long (the
+  // leading space rides with it), each further one about the rate.
+  const wordRate = latinCharsPerToken * 1.5;
   if (kind === Kind.Letter) return 1 + Math.floor(Math.max(0, run - wordRate) / latinCharsPerToken + 0.5);
   if (kind === Kind.Digit || kind === Kind.Punct) return Math.ceil(run / 2); // Llama groups 3 digits, Qwen reads each; `);`, `=>`, `",` are often one token
   if (kind === Kind.Space) return run > 1 ? 1 : 0; // one space rides with the next word; indentation is a token
@@ -98,40 +105,135 @@ const ONE_RANGE = [0, 0];
  * The charges of the ranges `text[bounds[0], bounds[1])`,
  * `text[bounds[2], bounds[3])`, ... walked as one text (a run goes on across
  * the joins), without making that text: the sampled estimate's stripes.
+ *
+ * Two walks, the same charges. Until a character of a fraction-charged class
+ * (CJK, Thai, other alphabets), every charge is a whole token, and whole
+ * numbers add exactly in any grouping: each character adds its share of its
+ * run's charge (a table read), and the walk has no branch that depends on
+ * where runs end (in prose, every few characters: those mispredicted branches
+ * were most of its time). From such a character on, the float sum depends on
+ * the order charges are added in, so each run is charged when it ends, as the
+ * estimate was defined. The text is read in chunks copied natively into a
+ * typed array: reading it there costs a fraction of String#charCodeAt.
  */
 export function chargeRanges(text: string, bounds: readonly number[], tokens: number, latinCharsPerToken: number, out?: { fractional: boolean }): number {
-  // A word of n letters: the first token is about 1.5 × the rate long (the
-  // leading space rides with it), each further one about the rate.
-  const wordRate = latinCharsPerToken * 1.5;
+  const deltas = Number.isInteger(tokens) && Math.abs(tokens) <= MAX_WHOLE_START ? wholeDeltas(latinCharsPerToken) : undefined;
+  if (deltas === undefined) return exactWalk(text, bounds, 0, bounds.length > 1 ? bounds[0] : 0, tokens, latinCharsPerToken, out);
+  /** The sum of the characters' shares, a whole number. */
+  let shares = 0;
   let run = 0;
-  let runKind = -1;
-  let fractional = false;
+  let runKind = NO_KIND;
   for (let r = 0; r + 1 < bounds.length; r += 2) {
-    // Bounded by the text's length too, the loop is one V8 can prove in range: charCodeAt's and the table's checks go,
-    // and a walk of 8,192 characters took a third of the time (the ranges are within the text: the same charges).
     const to = Math.min(bounds[r + 1], text.length);
-    for (let i = bounds[r]; i < to; i++) {
-      const kind = KINDS[text.charCodeAt(i)];
-      if (kind === runKind) {
-        run++;
-        continue;
-      }
-      if (run > 0) tokens += runTokens(runKind, run, latinCharsPerToken, wordRate);
-      const perChar = PER_CHAR[kind];
-      if (perChar > 0) {
-        tokens += perChar;
-        if (perChar !== 1) fractional = true;
-        run = 0;
-        runKind = -1;
-      } else {
-        run = 1;
+    for (let from = Math.max(0, bounds[r]); from < to; from += CHUNK) {
+      const n = copyCodes(text, from, Math.min(to, from + CHUNK));
+      for (let i = 0; i < n; i++) {
+        const kind = KINDS[CODES[i]];
+        // run + 1 if the class goes on, else 1, without a branch: (kind ^ runKind) - 1 is negative exactly when the two are equal.
+        run = (run & (((kind ^ runKind) - 1) >> 31)) + 1;
         runKind = kind;
+        // A fraction-charged character: the run before it is charged whole already; from it on, the exact walk.
+        if (kind >= FIRST_FRACTIONAL) return exactWalk(text, bounds, r, from + i, tokens + shares, latinCharsPerToken, out);
+        // Summed as integers: an integer add a character, not a float add's latency.
+        shares = (shares + (run < DELTA_RUN ? deltas[(kind << DELTA_RUN_BITS) | run] : runDelta(kind, run, latinCharsPerToken))) | 0;
       }
     }
   }
-  if (run > 0) tokens += runTokens(runKind, run, latinCharsPerToken, wordRate);
+  if (out !== undefined) out.fractional = false;
+  return tokens + shares;
+}
+
+/**
+ * The walk that charges each run when it ends, from text[at] in range
+ * `r` (at a run's start): the estimate as defined, whose float sum the
+ * order of the charges decides.
+ */
+function exactWalk(
+  text: string,
+  bounds: readonly number[],
+  r: number,
+  at: number,
+  tokens: number,
+  latinCharsPerToken: number,
+  out?: { fractional: boolean },
+): number {
+  let run = 0;
+  let runKind = NO_KIND;
+  let fractional = false;
+  for (; r + 1 < bounds.length; r += 2) {
+    const to = Math.min(bounds[r + 1], text.length);
+    for (let from = Math.max(0, at); from < to; from += CHUNK) {
+      const n = copyCodes(text, from, Math.min(to, from + CHUNK));
+      for (let i = 0; i < n; i++) {
+        const kind = KINDS[CODES[i]];
+        if (kind === runKind) {
+          run++;
+          continue;
+        }
+        if (run > 0) tokens += runTokens(runKind, run, latinCharsPerToken);
+        const perChar = PER_CHAR[kind];
+        if (perChar > 0) {
+          tokens += perChar;
+          if (perChar !== 1) fractional = true;
+          run = 0;
+          runKind = NO_KIND;
+        } else {
+          run = 1;
+          runKind = kind;
+        }
+      }
+    }
+    if (r + 3 < bounds.length) at = bounds[r + 2];
+  }
+  if (run > 0) tokens += runTokens(runKind, run, latinCharsPerToken);
   if (out !== undefined) out.fractional = fractional;
   return tokens;
+}
+
+/** Characters copied and walked at a time. */
+const CHUNK = 4096;
+const CODES = new Uint16Array(CHUNK);
+const CODE_BYTES = Buffer.from(CODES.buffer, CODES.byteOffset, CODES.byteLength);
+/** Shorter pieces are copied a character at a time: a native call costs more than that. */
+const NATIVE_COPY_CHARS = 64;
+
+/** text[from, to) (at most CHUNK characters) into CODES, as UTF-16 code units (lone surrogates too); their number. */
+function copyCodes(text: string, from: number, to: number): number {
+  if (to - from < NATIVE_COPY_CHARS) {
+    for (let i = from; i < to; i++) CODES[i - from] = text.charCodeAt(i);
+    return to - from;
+  }
+  return CODE_BYTES.write(from === 0 && to === text.length ? text : text.slice(from, to), 'utf16le') >>> 1;
+}
+
+/** What the `run`-th character of a run adds to its charge: summed over a run, its runTokens (whole-charged classes only). */
+function runDelta(kind: number, run: number, latinCharsPerToken: number): number {
+  if (kind === Kind.Astral || kind === Kind.Symbol) return PER_CHAR[kind];
+  return runTokens(kind, run, latinCharsPerToken) - (run > 1 ? runTokens(kind, run - 1, latinCharsPerToken) : 0);
+}
+
+/** Runs this long or longer have their characters' shares computed, not looked up (a run is rarely so long). */
+const DELTA_RUN_BITS = 8;
+const DELTA_RUN = 1 << DELTA_RUN_BITS;
+/** From a start this size or smaller, sums of whole numbers stay exact. */
+const MAX_WHOLE_START = 2 ** 40;
+
+/** runDelta of every whole-charged class and run shorter than DELTA_RUN, by rate (a few: one per policy's settings). */
+const deltasByRate = new Map<number, Int32Array>();
+const MAX_RATES = 8;
+
+/** The shares for a rate (0 or 1 token each); undefined below one character a token, where a letter's share could be more. */
+function wholeDeltas(latinCharsPerToken: number): Int32Array | undefined {
+  let deltas = deltasByRate.get(latinCharsPerToken);
+  if (deltas !== undefined) return deltas;
+  if (!(latinCharsPerToken >= 1)) return undefined;
+  deltas = new Int32Array(FIRST_FRACTIONAL << DELTA_RUN_BITS);
+  for (let kind = 0; kind < FIRST_FRACTIONAL; kind++) {
+    for (let run = 1; run < DELTA_RUN; run++) deltas[(kind << DELTA_RUN_BITS) | run] = runDelta(kind, run, latinCharsPerToken);
+  }
+  if (deltasByRate.size >= MAX_RATES) deltasByRate.clear();
+  deltasByRate.set(latinCharsPerToken, deltas);
+  return deltas;
 }
 
 /** The estimator the facts use where no tokenizer counts. */

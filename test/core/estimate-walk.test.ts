@@ -142,6 +142,44 @@ test('the walk charges every random text and set of ranges exactly as before, fr
   }
 });
 
+// Long runs (past the walk's table of shares), texts longer than the walk's chunk, pieces longer than its native copy's threshold.
+const LONG_PIECES = [
+  ' '.repeat(300),
+  'a'.repeat(1000),
+  'x'.repeat(255),
+  '7'.repeat(513),
+  '\n'.repeat(260),
+  '-'.repeat(300),
+  '\u0001'.repeat(280),
+  '😀'.repeat(200),
+  '漢'.repeat(70),
+];
+
+test('long texts, long runs, long ranges, every rate and start: the same charges as the walk before', () => {
+  const next = seededRandom(2207);
+  for (let i = 0; i < 400; i++) {
+    let t = '';
+    while (t.length < 200 + next() * 12_000) t += next() < 0.05 ? LONG_PIECES[Math.floor(next() * LONG_PIECES.length)] : PIECES[Math.floor(next() * 24)];
+    // Mostly Latin script, code and digits (whole charges), a fraction-charged character now and then.
+    if (next() < 0.3) t += text(next, 5);
+    const rate = [4, 1, 0.5, 1.7, 7][i % 5];
+    const bounds: number[] = [];
+    for (let at = 0; at < t.length; ) {
+      const from = at + Math.floor(next() * 100);
+      const to = Math.min(t.length, from + Math.floor(next() * 6000));
+      if (to <= from) break;
+      bounds.push(from, to);
+      at = to;
+    }
+    const start = [0, 7, 0.25][i % 3];
+    const before = { fractional: false };
+    const after = { fractional: false };
+    assert.equal(chargeRanges(t, bounds, start, rate, after), referenceRanges(t, bounds, start, rate, before), `${t.length} characters, rate ${rate}`);
+    assert.equal(after.fractional, before.fractional);
+    assert.equal(estimateTokens(t, rate), Math.ceil(referenceRanges(t, [0, t.length], 0, rate)));
+  }
+});
+
 test('long prompts: the sampled estimate and the facts’ promptTokens are what the walk before gives', () => {
   const next = seededRandom(7);
   const estimator = characterClassEstimator(4);
