@@ -8,6 +8,9 @@
 import type { TokenizerFolder } from './folder.ts';
 import { RecentCache } from './recent-cache.ts';
 
+/** Added tokens starting with at most this many distinct characters are found by indexOf, one scan per character. */
+const MAX_SCANNED_FIRST_CHARS = 4;
+
 interface TrieNode {
   [char: string]: TrieNode | string | undefined;
 }
@@ -24,6 +27,8 @@ export class AddedTokenSplitter {
   readonly #trie: TrieNode = Object.create(null);
   readonly #tokens = new Map<string, { id: number; lstrip: boolean; rstrip: boolean }>();
   readonly #firstChars = new Set<string>();
+  /** The same, as a list, when it is short enough to find the next candidate with indexOf (a native scan) per character. */
+  #firstCharList?: readonly string[];
   /** Trie nodes some longer added token goes on from. */
   readonly #inner = new WeakSet<TrieNode>();
 
@@ -48,6 +53,29 @@ export class AddedTokenSplitter {
       }
     };
     mark(this.#trie);
+    // Llama 3's and Qwen3's added tokens all start with "<": one indexOf finds each candidate instead of a Set look-up per character.
+    if (this.#firstChars.size <= MAX_SCANNED_FIRST_CHARS) this.#firstCharList = [...this.#firstChars];
+  }
+
+  /** Where the next added token may start, at or after `from` (n: nowhere). */
+  #nextCandidate(text: string, from: number, next: number[]): number {
+    const n = text.length;
+    const list = this.#firstCharList;
+    if (list === undefined) {
+      let i = from;
+      while (i < n && !this.#firstChars.has(text[i])) i++;
+      return i;
+    }
+    let best = n;
+    for (let c = 0; c < list.length; c++) {
+      // Each character's last found place is kept: it is searched again only once passed.
+      if (next[c] < from) {
+        const at = text.indexOf(list[c], from);
+        next[c] = at < 0 ? n : at;
+      }
+      if (next[c] < best) best = next[c];
+    }
+    return best;
   }
 
   split(text: string): Piece[] {
@@ -70,11 +98,10 @@ export class AddedTokenSplitter {
     let unstableFrom = n;
     let cutIndex = 0;
     let cutAt = 0;
+    const next: number[] = this.#firstCharList?.map(() => -1) ?? [];
     while (i < n) {
-      if (!this.#firstChars.has(text[i])) {
-        i++;
-        continue;
-      }
+      i = this.#nextCandidate(text, i, next);
+      if (i >= n) break;
       let node: TrieNode | undefined = this.#trie;
       let match: string | undefined;
       let j = i;
