@@ -5,6 +5,7 @@ import { basename, join } from 'node:path';
 import { isAlias, isMap, isPair, isScalar, LineCounter, parseDocument, visit, type Document, type Node } from 'yaml';
 import { displayPath, type PolicyProblem } from '../diagnostics/problem.ts';
 import type { LocatedDocument, PathSegment } from '../diagnostics/schema-problems.ts';
+import { oneByteStrings } from './one-byte.ts';
 
 export interface PolicySource extends LocatedDocument {
   readonly text: string;
@@ -42,7 +43,7 @@ export function parsePolicyText(file: string, text: string): { source?: PolicySo
   }
   let data: unknown;
   try {
-    data = doc.toJS({ maxAliasCount: 100 });
+    data = oneByteStrings(doc.toJS({ maxAliasCount: 100 }));
   } catch (error) {
     // An alias bomb (yaml refuses past maxAliasCount) or any other failure to
     // build the value: a problem like every other, located at the first alias.
