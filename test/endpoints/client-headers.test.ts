@@ -69,7 +69,10 @@ test('a quota’d tenant sees x-ratelimit-limit/remaining/reset for requests and
     `  - { id: free, tier: free, api_key_sha256: [${sha256('sk-free')}] }\n`;
   const t = await startTestRouter(files(tinyPool({ replicas: 1 }), { 'tenants.yaml': tenants }));
   try {
-    const ask = () => t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hello there' }], max_tokens: 4 }).withResponse();
+    // ~300 tokens a request: the bucket refills 1.7 a millisecond, so a charge of a few tokens could be refilled before a
+    // loaded machine writes the headers; this one takes ~180 ms to refill.
+    const prompt = 'hello there '.repeat(150);
+    const ask = () => t.client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: prompt }], max_tokens: 4 }).withResponse();
     const first = (await ask()).response.headers;
     assert.equal(first.get('x-ratelimit-limit-requests'), '3');
     assert.equal(first.get('x-ratelimit-remaining-requests'), '2');
