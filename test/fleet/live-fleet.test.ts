@@ -157,7 +157,8 @@ test("a page without the engine's load metrics is a failed scrape, and says why"
 
 test("the proxy's connect errors count: markFailure twice makes a replica failing at once", async () => {
   const fake = await engine();
-  const live = fleet({ replicas: [{ id: 'a', url: fake.url, engine: 'vllm' }], ...FAST, healthIntervalMs: 60_000 });
+  // One check, at start (the next is a minute away), given time to answer on a loaded machine: only the proxy's errors move it.
+  const live = fleet({ replicas: [{ id: 'a', url: fake.url, engine: 'vllm' }], ...FAST, healthIntervalMs: 60_000, requestTimeoutMs: 5000 });
   live.start();
   await waitFor('ready', () => live.replica('a')?.health === 'ready');
   live.markFailure('a', 'ECONNREFUSED');
