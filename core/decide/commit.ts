@@ -48,6 +48,15 @@ export function commit(decision: Decision, env: DecideEnv, hooks: CommitHooks = 
   }
 }
 
+/**
+ * Whether complete() has anything to do for a request of `pool`: a strategy of its chain has onCompleted. A caller that
+ * keeps requests in flight for long (the simulator) keeps their decision's handles only then.
+ */
+export function wantsCompletion(pool: Pool): boolean {
+  for (const slot of pool.chain) if (slot.instance.onCompleted !== undefined) return true;
+  return false;
+}
+
 /** The request sent on `decision` has ended: `ok` when the replica answered it successfully. */
 export function complete(decision: Pick<Admitted, 'value' | 'handles'>, ok: boolean, hooks: CommitHooks = NO_HOOKS): void {
   const { pool, routed } = decision.handles;

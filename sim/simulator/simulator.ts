@@ -4,7 +4,7 @@
 // through the same decide() and strategy plugins as in `serve`. The same
 // seed gives the same result.
 import { join } from 'node:path';
-import { commit, complete } from '../../core/decide/commit.ts';
+import { commit, complete, wantsCompletion } from '../../core/decide/commit.ts';
 import { chosen, decide, type Admitted as AdmittedDecision, type Decision, type DecideOptions } from '../../core/decide/decide.ts';
 import { createEnv, type DecideEnv } from '../../core/decide/env.ts';
 import { MemoryQuotaStore } from '../../core/decide/quota.ts';
@@ -141,12 +141,6 @@ interface Router {
   readonly view: RouterView;
 }
 
-/** Does a strategy of the pool's chain have onCompleted (what complete() calls, and all it does)? */
-function toldOnCompletion(pool: Pool): boolean {
-  for (const slot of pool.chain) if (slot.instance.onCompleted !== undefined) return true;
-  return false;
-}
-
 /** A request admitted to an engine: the engine calls back into the simulation through it. */
 class Admitted implements EngineRequest {
   readonly id: string;
@@ -177,7 +171,7 @@ class Admitted implements EngineRequest {
     const { value, handles } = decision;
     this.value = value;
     this.pool = handles.pool;
-    if (toldOnCompletion(handles.pool)) this.completion = { value, handles };
+    if (wantsCompletion(handles.pool)) this.completion = { value, handles };
     this.id = value.requestId;
     this.promptTokens = spec.promptTokens;
     this.maxTokens = spec.outputTokens;
