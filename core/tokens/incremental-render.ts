@@ -29,6 +29,8 @@ interface Root extends RenderLink {
   readonly post: string;
   /** A plain message's output shape per role and position (core/tokens/content-splice.ts); null: render it. */
   readonly shapes: Map<string, SpliceShape | null>;
+  /** The first message's content where PRE reads a plain first message: its key holds only the fingerprint. */
+  readonly firstContent?: string;
 }
 
 /** The chat's rendering as links: root (PRE), one per looped message, then POST's text. */
@@ -47,12 +49,6 @@ interface LinkEntry {
   readonly content?: string;
 }
 
-/**
- * A message's key under its parent link. A plain `{role, content}` message
- * with text content (most of a conversation) is keyed by its role, length and
- * ends, and its content compared on a hit: no JSON of a long message is made
- * and hashed on every turn. Any other message is keyed by all of its JSON.
- */
 /** A `{role, content}` message with text content and no other field (most of a conversation), or undefined. */
 function plainMessage(raw: unknown): { readonly role: string; readonly content: string } | undefined {
   const m = raw as { role?: unknown; content?: unknown } | null;
@@ -62,12 +58,21 @@ function plainMessage(raw: unknown): { readonly role: string; readonly content: 
   return fields === 2 ? (m as { role: string; content: string }) : undefined;
 }
 
+/** A plain message's role, length and both ends: its key, with its content compared in full on a hit. */
+function plainFingerprint(plain: { readonly role: string; readonly content: string }): string {
+  const c = plain.content;
+  return `${plain.role}\u0000${c.length}\u0000${c.slice(0, 48)}\u0000${c.slice(-48)}`;
+}
+
+/**
+ * A message's key under its parent link. A plain `{role, content}` message
+ * with text content (most of a conversation) is keyed by its fingerprint, and
+ * its content compared on a hit: no JSON of a long message is made and hashed
+ * on every turn. Any other message is keyed by all of its JSON.
+ */
 function messageKey(parent: number, raw: unknown): { readonly key: string; readonly content?: string } {
   const plain = plainMessage(raw);
-  if (plain !== undefined) {
-    const c = plain.content;
-    return { key: `${parent}\u0001${plain.role}\u0000${c.length}\u0000${c.slice(0, 48)}\u0000${c.slice(-48)}`, content: c };
-  }
+  if (plain !== undefined) return { key: `${parent}\u0001${plainFingerprint(plain)}`, content: plain.content };
   return { key: `${parent}\u0000${JSON.stringify(raw)}` };
 }
 
@@ -161,16 +166,21 @@ export class IncrementalRenderer {
 
   /** PRE and POST for these variables (and first message, where PRE reads it), rendered once. */
   #root(input: ChatInput, now: Date): Root | undefined {
+    // A plain first message (a system prompt, often a long document) is keyed by its fingerprint, its content compared
+    // on a hit, as messageKey does: its JSON is not made and hashed every turn. A string cannot be mistaken for the JSON
+    // of a message (an object).
+    const first = this.plan.preReadsFirstMessage ? input.messages[0] : null;
+    const plainFirst = first === null ? undefined : plainMessage(first);
     const key = JSON.stringify([
       input.chat_template_kwargs ?? null,
       input.tools ?? null,
       input.documents ?? null,
       input.add_generation_prompt ?? true,
-      this.plan.preReadsFirstMessage ? input.messages[0] : null,
+      plainFirst !== undefined ? plainFingerprint(plainFirst) : first,
       this.plan.clockFormats.map((format) => strftimeUtc(now, format)),
     ]);
     const known = this.#roots.get(key);
-    if (known !== undefined) {
+    if (known !== undefined && known.firstContent === plainFirst?.content) {
       this.#roots.delete(key);
       this.#roots.set(key, known);
       return known;
@@ -187,7 +197,8 @@ export class IncrementalRenderer {
       offset = input.messages.length - list.value.length;
     }
     const post = this.#interpreter.evaluateBlock(this.plan.post, new Environment(env)).value;
-    const root: Root = { id: this.#nextId++, output, env, offset, post, shapes: new Map() };
+    const root: Root = { id: this.#nextId++, output, env, offset, post, shapes: new Map(), firstContent: plainFirst?.content };
+    this.#roots.delete(key); // another first message with the same fingerprint: the newer one takes the key
     this.#roots.set(key, root);
     if (this.#roots.size > MAX_ROOTS) this.#roots.delete(this.#roots.keys().next().value!);
     return root;

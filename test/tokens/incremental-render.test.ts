@@ -209,3 +209,35 @@ test('a message kept by its role, length and ends is reused only when its whole 
   counter.encode(again, counter.plan(again));
   assert.equal(counter.renderer!.rendered + counter.renderer!.spliced, rendered, 'the same message again (its fields in another order) is reused');
 });
+
+test('a first message the template reads before its loop (a system prompt) is kept by its ends too, and reused only when its whole text is the same', () => {
+  const folder = withTemplate(PER_MESSAGE['system message out of the loop']);
+  const plan = messageLoop(folder.template!);
+  assert.ok(!('whole' in plan) && plan.preReadsFirstMessage, 'the template reads the system message before its loop');
+  const counter = new FolderCounter(folder, 1 << 24);
+  const ends = 'A system prompt that two tenants share almost word for word.'.repeat(3);
+  const a = `${ends}answer in English${ends}`;
+  const b = `${ends}answer in French!${ends}`;
+  assert.equal(a.length, b.length);
+  for (let round = 0; round < 2; round++) {
+    for (const [system, other] of [
+      [a, b],
+      [b, a],
+    ]) {
+      const job = {
+        kind: 'chat' as const,
+        chat: {
+          messages: [
+            { role: 'system', content: system },
+            { role: 'user', content: `Question ${round}?` },
+          ],
+        },
+        now: 0,
+      };
+      const [ids] = counter.encode(job, counter.plan(job));
+      assert.deepEqual([...ids], folder.tokenizer.encode(renderChat(folder, job.chat, new Date(0)), { add_special_tokens: false }).ids);
+      const decoded = folder.tokenizer.decode([...ids], { skip_special_tokens: false });
+      assert.ok(decoded.includes(system) && !decoded.includes(other), 'the prompt holds this system prompt, not the other');
+    }
+  }
+});
