@@ -34,7 +34,7 @@ const scratchWords = new Int32Array(scratch);
 export function prefixHashes(text: string, seed: string, blockChars = DEFAULT_PREFIX_BLOCK_CHARS, maxBlocks = DEFAULT_PREFIX_MAX_BLOCKS): number[] {
   const blocks = Math.min(maxBlocks, Math.floor(text.length / blockChars));
   const out = new Array<number>(blocks);
-  const seedHash = hashString(seed);
+  const seedHash = seedHashOf(seed);
   if (!LITTLE_ENDIAN || blockChars % 2 !== 0 || blockChars > SCRATCH_CHARS) {
     let previous = seedHash;
     for (let i = 0; i < blocks; i++) {
@@ -48,14 +48,37 @@ export function prefixHashes(text: string, seed: string, blockChars = DEFAULT_PR
     return out;
   }
   // The first block names the slot: a prompt that begins as one hashed lately may share more with it.
-  hashBlocks(text, blockChars, 0, 1, seedHash, out);
+  out[0] = mixHashes(seedHash, hashRange(text, 0, blockChars));
   const slot = out[0] & (REMEMBERED_SLOTS - 1);
   const shared = recall(remembered[slot], text, seed, blockChars, blocks, out);
   if (shared < blocks) {
-    hashBlocks(text, blockChars, Math.max(1, shared), blocks, out[Math.max(1, shared) - 1], out);
+    const from = Math.max(1, shared);
+    if (blocks - from <= FEW_BLOCKS) for (let i = from; i < blocks; i++) out[i] = mixHashes(out[i - 1], hashRange(text, i * blockChars, (i + 1) * blockChars));
+    else hashBlocks(text, blockChars, from, blocks, out[from - 1], out);
     remember(remembered[slot], text, seed, blockChars, blocks, out);
   }
   return out;
+}
+
+/**
+ * Up to this many blocks are hashed from the text with charCodeAt: the native copy into the scratch
+ * buffer costs more than it saves for a block or two (the first one, the new question after a shared
+ * system prompt).
+ */
+const FEW_BLOCKS = 2;
+
+// Seeds (model names, model and adapter) repeat on every request: hash each once.
+const seedHashes = new Map<string, number>();
+const MAX_SEED_HASHES = 4096;
+
+function seedHashOf(seed: string): number {
+  let h = seedHashes.get(seed);
+  if (h === undefined) {
+    if (seedHashes.size >= MAX_SEED_HASHES) seedHashes.clear();
+    h = hashString(seed);
+    seedHashes.set(seed, h);
+  }
+  return h;
 }
 
 /**
