@@ -1,9 +1,11 @@
 // npm run bench:proxy — the router against a bare fastify+undici pass-through
 // (which parses each body and serializes it again), in one run:
 // - sizes (the default): prompts of ~150 B, 16 KB, 220 KB and 1 MB, JSON and
-//   SSE, in front of a fake engine that answers at once; closed loop,
-//   interleaved rounds; CPU µs per request of each proxy process, latency,
-//   and the router's CPU as a ratio of the pass-through's;
+//   SSE, in front of a fake engine that answers at once; closed loop, in
+//   short slices interleaved round by round (docs/serving.md, "Reading
+//   bench:proxy"); CPU µs per request of each proxy process, latency, the
+//   router's CPU as a ratio of the pass-through's, and an A/A ratio (a second
+//   router of the same tree) that shows the run's noise;
 // - rate: router CPU µs per request and added latency p50/p99 at a fixed
 //   request rate in front of an emulated engine, non-streaming and streaming;
 // - saturation: CPU per request with 32 clients back to back.
@@ -11,6 +13,7 @@
 // BENCH_SIZES=150,16k picks sizes, BENCH_MODES=json or sse one mode; `turns` and `turns16k` are next turns of
 // conversations through a router whose model has a tokenizer (Llama 3.1's).
 import { fork, type ChildProcess } from 'node:child_process';
+import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
 import { Pool } from 'undici';
 
 // Requests per second, open loop. At low rates the router's fixed background
@@ -312,22 +315,25 @@ function turnBody(i: number, run: number, system: string, stream: boolean): { bo
   return { body: JSON.stringify({ model: 'bench-model', messages, max_tokens: 16, stream }), conversation };
 }
 
-/** Prompt sizes × JSON/SSE: the router against the bare pass-through, closed loop, interleaved. */
+/** Prompt sizes × JSON/SSE: the router against the bare pass-through, closed loop, in short interleaved slices. */
 async function sizes(): Promise<void> {
   // `turns`, `turns16k`: next turns of conversations (a short system prompt, or a 16 KB document in it)
   // through a router whose model has a tokenizer (Llama 3.1's), so that every prompt is counted in the engine's tokens.
-  const SIZES: Record<string, { chars: number; requests: number; turns?: boolean }> = {
-    '150': { chars: 60, requests: 3000 },
-    '16k': { chars: 16 * 1024, requests: 1500 },
-    '220k': { chars: 220 * 1024, requests: 300 },
+  // `slice`: requests a target serves in one slice, a few to a few tens of milliseconds of this machine's time (at least
+  // the 8 clients' worth); `rounds`: how many slices of each target are measured (fewer where a request costs milliseconds);
+  // `warmUp`: slices each target serves first, unmeasured (JIT tiers, heap sizing, the decision log filling: ~2,000
+  // requests at 150 B, as the runs before the slices warmed up with).
+  const SIZES: Record<string, { chars: number; slice: number; rounds: number; warmUp: number; turns?: boolean }> = {
+    '150': { chars: 60, slice: 40, rounds: 200, warmUp: 50 },
+    '16k': { chars: 16 * 1024, slice: 16, rounds: 200, warmUp: 60 },
+    '220k': { chars: 220 * 1024, slice: 8, rounds: 120, warmUp: 12 },
     // Under large_body_bytes (1 MiB, accents included): 8 clients' bodies at once are not the large-body bound's to refuse.
-    '1m': { chars: 980_000, requests: 80 },
-    turns: { chars: 60, requests: 3000, turns: true },
-    turns16k: { chars: 16 * 1024, requests: 1500, turns: true },
+    '1m': { chars: 980_000, slice: 8, rounds: 60, warmUp: 3 },
+    turns: { chars: 60, slice: 40, rounds: 200, warmUp: 50, turns: true },
+    turns16k: { chars: 16 * 1024, slice: 16, rounds: 200, warmUp: 60, turns: true },
   };
   const chosen = (process.env.BENCH_SIZES ?? Object.keys(SIZES).join(',')).split(',').filter((name) => name in SIZES);
   const scale = Number(process.env.BENCH_SCALE ?? 1);
-  const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
   const concurrency = 8;
   // BENCH_MODES=json or sse: one of the two (a profile of one mode alone).
   const modes = (process.env.BENCH_MODES ?? 'json,sse').split(',').flatMap((mode) => (mode === 'json' ? [false] : mode === 'sse' ? [true] : []));
@@ -335,27 +341,45 @@ async function sizes(): Promise<void> {
   let turnRun = 0;
   const engine = await start(`${here}targets/fixed-engine.ts`, []);
   const bare: Target = { name: 'bare pass-through', ...(await start(`${here}targets/bare-proxy.ts`, [engine.url])) };
-  const proxies: Target[] = [bare, { name: 'switchyard', ...(await start(`${here}targets/router.ts`, [engine.url])) }];
-  if (process.env.BENCH_BASELINE)
-    proxies.push({ name: 'baseline router', ...(await start(`${process.env.BENCH_BASELINE}/bench/targets/router.ts`, [engine.url])) });
-  // The next-turn lanes' router: its model counts prompts with a tokenizer (the baseline, if any, is left out of them).
+  const router: Target = { name: 'switchyard', ...(await start(`${here}targets/router.ts`, [engine.url])) };
+  // The A/A lane (BENCH_AA=0 drops it): a second router of this tree in the same rounds; its ratio to the first is the bench's noise.
+  const twin: Target | undefined =
+    process.env.BENCH_AA === '0' ? undefined : { name: 'switchyard (A/A twin)', ...(await start(`${here}targets/router.ts`, [engine.url])) };
+  const baseline: Target | undefined = process.env.BENCH_BASELINE
+    ? { name: 'baseline router', ...(await start(`${process.env.BENCH_BASELINE}/bench/targets/router.ts`, [engine.url])) }
+    : undefined;
+  // The next-turn lanes' router: its model counts prompts with a tokenizer (the baseline and the twin are left out of them).
   const tokenized = chosen.some((size) => SIZES[size].turns)
     ? { name: 'switchyard', ...(await start(`${here}targets/router.ts`, [engine.url, '--tokenizer'])) }
     : undefined;
   if (tokenized) await tokenizerReady(tokenized);
+  // One client pool per target for the whole bench: a slice does not pay for new connections.
+  const pools = new Map<Target, Pool>();
+  const poolOf = (target: Target) => {
+    let pool = pools.get(target);
+    if (!pool) pools.set(target, (pool = new Pool(target.url, { connections: concurrency, keepAliveTimeout: 60_000 })));
+    return pool;
+  };
   console.log(
-    `bench:proxy sizes — closed loop, ${concurrency} clients, ${rounds} interleaved rounds after a warm-up run; a fake engine answering 16 tokens at once`,
+    `bench:proxy sizes — closed loop, ${concurrency} clients, rounds of short slices (one per target, in a rotated order) after warm-up slices; a fake engine answering 16 tokens at once`,
   );
-  console.log("CPU µs/req: each proxy process's own CPU time (user+system) over a run; ratio: the router's over the pass-through's, round by round, median");
   console.log(
-    'size  mode | bare CPU µs/req | switchyard CPU µs/req | ratio | bare p50/p99 ms | switchyard p50/p99 ms' +
-      (proxies[2] ? ' | baseline CPU µs/req | ratio' : ''),
+    "CPU µs/req: each proxy process's own CPU time (every thread's, read from /proc between slices), median slice; ratio: the router's over the pass-through's round by round, median [95 % interval of that median]",
+  );
+  console.log(
+    'size  mode | bare CPU µs/req | switchyard CPU µs/req | ratio              | bare p50/p99 ms | switchyard p50/p99 ms' +
+      (twin ? ' | A/A: twin ÷ switchyard' : '') +
+      (baseline ? ' | baseline CPU µs/req | ratio | switchyard ÷ baseline' : ''),
   );
   for (const size of chosen) {
-    const { chars, requests: baseRequests, turns } = SIZES[size];
-    const requests = Math.max(20, Math.round(baseRequests * scale));
+    const { chars, slice: baseSlice, turns } = SIZES[size];
+    const requests = Math.max(concurrency, Math.round(baseSlice * scale));
+    // A round is one slice of every target of the lane, in a rotated order.
+    const rounds = Number(process.env.BENCH_ROUNDS ?? SIZES[size].rounds);
     // A next-turn lane also runs the router without a tokenizer on the same bodies: what is the tokenizer's and what the base router's.
-    const lane: Target[] = turns ? [bare, tokenized!, { ...proxies[1], name: 'switchyard, no tokenizer' }] : proxies;
+    const lane: Target[] = turns
+      ? [bare, tokenized!, { ...router, name: 'switchyard, no tokenizer' }]
+      : [bare, router, ...(twin ? [twin] : []), ...(baseline ? [baseline] : [])];
     for (const stream of modes) {
       // 16 distinct documents: prefix-affinity sees a realistic spread, and the client pre-builds every body.
       const system = (i: number) => (chars < 1024 ? 'You are a concise assistant.' : promptText(chars, i + 1));
@@ -373,16 +397,17 @@ async function sizes(): Promise<void> {
         ),
       );
       const systems = Array.from({ length: 16 }, (_, i) => system(i));
-      const run = async (target: Target) => {
-        const pool = new Pool(target.url, { connections: concurrency });
+      const errors = new Map<string, number>();
+      /** One slice: `count` requests to one target; its CPU µs per request and its latencies. */
+      const run = async (target: Target, count: number) => {
+        const pool = poolOf(target);
         const latencies: number[] = [];
         let next = 0;
-        let errors = 0;
         const runId = ++turnRun;
-        const before = await cpuOf(target.child!);
+        const before = await cpuMicros(target);
         await Promise.all(
           Array.from({ length: concurrency }, async () => {
-            while (next < requests) {
+            while (next < count) {
               const i = next++;
               // A next turn's body is built before its clock starts, as the other lanes' are built before the run.
               const turn = turns ? turnBody(i, runId, systems[i % 16], stream) : undefined;
@@ -394,49 +419,49 @@ async function sizes(): Promise<void> {
                 body: turn ? turn.body : bodies[i % bodies.length],
               });
               await response.body.text();
-              if (response.statusCode !== 200) errors++;
+              if (response.statusCode !== 200) errors.set(target.name, (errors.get(target.name) ?? 0) + 1);
               latencies.push(performance.now() - sent);
             }
           }),
         );
-        const after = await cpuOf(target.child!);
-        await pool.close();
-        if (errors) console.log(`${target.name}: ${errors} of ${requests} requests failed at ${size} ${stream ? 'SSE' : 'JSON'}`);
-        return {
-          cpu: (after.userMicros - before.userMicros + after.systemMicros - before.systemMicros) / requests,
-          latencies: latencies.sort((a, b) => a - b),
-        };
+        // A millisecond for what the target does after its last answer went out (the log line, the lifecycle's end).
+        await new Promise((resolve) => setTimeout(resolve, 1));
+        const after = await cpuMicros(target);
+        return { cpu: (after - before) / count, latencies };
       };
-      for (const target of lane) await run(target);
+      for (const target of lane) for (let s = 0; s < SIZES[size].warmUp; s++) await run(target, requests);
+      errors.clear();
       const counted = tokenized && turns ? await tokenCounts(tokenized) : undefined;
       const cpu = new Map<string, number[]>(lane.map((t) => [t.name, []]));
       const latencies = new Map<string, number[]>(lane.map((t) => [t.name, []]));
       for (let round = 0; round < rounds; round++) {
-        for (const target of round % 2 ? [...lane].reverse() : lane) {
-          const result = await run(target);
+        for (const target of rotated(lane, round)) {
+          const result = await run(target, requests);
           cpu.get(target.name)!.push(result.cpu);
           latencies.get(target.name)!.push(...result.latencies);
         }
       }
-      const [, router, baseline] = lane;
-      const ratio = (a: Target, b: Target) => median(cpu.get(a.name)!.map((c, r) => c / cpu.get(b.name)![r]));
+      // BENCH_RAW=FILE: every slice's CPU µs per request, by target, one JSON line per lane (for other estimators).
+      if (process.env.BENCH_RAW) appendFileSync(process.env.BENCH_RAW, `${JSON.stringify({ size, stream, cpu: Object.fromEntries(cpu) })}\n`);
+      for (const [name, n] of errors) console.log(`${name}: ${n} of ${rounds * requests} requests failed at ${size} ${stream ? 'SSE' : 'JSON'}`);
+      const [, routed, third] = lane;
+      const ratio = (a: Target, b: Target) => medianWithInterval(cpu.get(a.name)!.map((c, r) => c / cpu.get(b.name)![r]));
       const lat = (t: Target) => {
         const sorted = latencies.get(t.name)!.sort((a, b) => a - b);
         return `${pct(sorted, 0.5).toFixed(2)} / ${pct(sorted, 0.99).toFixed(2)}`;
       };
-      const runs = (t: Target) =>
-        `${median(cpu.get(t.name)!).toFixed(0)} (${cpu
-          .get(t.name)!
-          .map((c) => c.toFixed(0))
-          .join(' ')})`;
-      console.log(
-        `${size.padEnd(5)} ${stream ? 'SSE ' : 'JSON'} | ${runs(bare).padStart(15)} | ${runs(router).padStart(21)} | ${ratio(router, bare).toFixed(2).padStart(4)}× | ${lat(bare).padStart(15)} | ${lat(router).padStart(21)}` +
-          (baseline && turns
-            ? ` | no tokenizer ${runs(baseline)} ${ratio(baseline, bare).toFixed(2)}× (with/without ${ratio(router, baseline).toFixed(2)}×)`
-            : baseline
-              ? ` | ${runs(baseline).padStart(19)} | ${ratio(baseline, bare).toFixed(2)}× (switchyard/baseline ${ratio(router, baseline).toFixed(2)}×)`
-              : ''),
-      );
+      const slices = (t: Target) => {
+        const sorted = [...cpu.get(t.name)!].sort((a, b) => a - b);
+        // The median slice and the middle half of the slices.
+        return `${pct(sorted, 0.5).toFixed(0)} (${pct(sorted, 0.25).toFixed(0)}–${pct(sorted, 0.75).toFixed(0)})`;
+      };
+      let line = `${size.padEnd(5)} ${stream ? 'SSE ' : 'JSON'} | ${slices(bare).padStart(15)} | ${slices(routed).padStart(21)} | ${ratio(routed, bare).padEnd(18)} | ${lat(bare).padStart(15)} | ${lat(routed).padStart(21)}`;
+      if (turns) line += ` | no tokenizer ${slices(third)} ${ratio(third, bare)} (with/without ${ratio(routed, third)})`;
+      else {
+        if (twin) line += ` | ${ratio(twin, routed).padEnd(22)}`;
+        if (baseline) line += ` | ${slices(baseline).padStart(19)} | ${ratio(baseline, bare)} | ${ratio(routed, baseline)}`;
+      }
+      console.log(line);
       if (counted) {
         const after = await tokenCounts(tokenized!);
         const by = Object.entries(after)
@@ -446,7 +471,53 @@ async function sizes(): Promise<void> {
       }
     }
   }
-  for (const child of [engine.child, ...proxies.map((p) => p.child), tokenized?.child]) child?.kill('SIGINT');
+  await Promise.all([...pools.values()].map((pool) => pool.close()));
+  for (const child of [engine.child, bare.child, router.child, twin?.child, baseline?.child, tokenized?.child]) child?.kill('SIGINT');
+}
+
+/**
+ * The order of a lane's targets in round `round`: rotated by one each round, and reversed every other
+ * cycle, so that every target runs in every place, before and after each other one, equally often.
+ */
+function rotated<T>(lane: T[], round: number): T[] {
+  const shift = round % lane.length;
+  const order = [...lane.slice(shift), ...lane.slice(0, shift)];
+  return Math.floor(round / lane.length) % 2 ? order.reverse() : order;
+}
+
+/** `median× [low–high]`: the median ratio and a distribution-free 95 % interval of it (order statistics n/2 ± 0.98√n). */
+function medianWithInterval(ratios: number[]): string {
+  const sorted = [...ratios].sort((a, b) => a - b);
+  const n = sorted.length;
+  const half = 0.98 * Math.sqrt(n);
+  const low = sorted[Math.max(0, Math.floor(n / 2 - half))];
+  const high = sorted[Math.min(n - 1, Math.ceil(n / 2 + half))];
+  return `${median(sorted).toFixed(2)}× [${low.toFixed(2)}–${high.toFixed(2)}]`;
+}
+
+/**
+ * A target process's CPU time so far, in µs: the sum over its threads (the tokenizer's worker thread included)
+ * of the run time Linux keeps in /proc/PID/task/TID/schedstat, in nanoseconds. Read from outside, it costs the
+ * target nothing and is exact to the slice; where /proc is missing, the target's own process.cpuUsage() over IPC.
+ */
+async function cpuMicros(target: Target): Promise<number> {
+  const pid = target.child!.pid!;
+  let tasks: string[];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    const { userMicros, systemMicros } = await cpuOf(target.child!);
+    return userMicros + systemMicros;
+  }
+  let nanos = 0;
+  for (const task of tasks) {
+    try {
+      nanos += Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]);
+    } catch {
+      // The thread ended between the listing and the read.
+    }
+  }
+  return nanos / 1000;
 }
 
 /** The router's prompt token counts by source and fallback (its switchyard_prompt_token_counts_total), from its admin listener. */
