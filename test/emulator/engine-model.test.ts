@@ -304,13 +304,21 @@ describe('EngineModel fast-forward', () => {
           blocks: blocksOfHashes(Array.from({ length: Math.floor(promptTokens / 16) }, (_, b) => family * 1000 + b)),
           onFirstToken: (t) => log.push(`${id} first ${t}`),
           onToken: streaming ? (index, t) => log.push(`${id} token ${index} ${t}`) : undefined,
-          onFinish: (r, t) => log.push(`${id} ${r.finishReason} ${t} out ${r.outputTokens} cached ${r.cachedTokens} preempted ${r.preempted}`),
+          onFinish: (r, t) => {
+            log.push(`${id} ${r.finishReason} ${t} out ${r.outputTokens} cached ${r.cachedTokens} preempted ${r.preempted}`);
+            // Cancels from inside a step's completion, of requests before and after this one in the batch.
+            if (i % 10 === 3) for (const k of [i - 2, i + 1, i + 2]) log.push(`cancel r${k} ${engine.cancel(`r${k}`)}`);
+          },
         }),
       );
       if (i === 50) clock.schedule(at + 25, () => engine.cancel('r48'));
     }
     for (let t = 3; t < at + 20_000; t += 37.3)
-      clock.schedule(t, () => log.push(`@${clock.now().toFixed(3)} kv ${engine.kvUsage} run ${engine.runningCount} wait ${engine.waitingCount}`));
+      clock.schedule(t, () =>
+        log.push(
+          `@${clock.now().toFixed(3)} kv ${engine.kvUsage} run ${engine.runningCount} wait ${engine.waitingCount} gen ${engine.snapshot().generationTokens}`,
+        ),
+      );
     clock.run();
     return { log, metrics: engine.snapshot(), histogram: engine.batchSizeHistogram(), mean: engine.meanBatchSize, timers };
   }
