@@ -8,21 +8,27 @@
 // charge so far was a whole token (Latin script, code, digits, punctuation)
 // the running sum is a whole number, to which a remembered share adds
 // exactly. From a message of a script charged in fractions of a token
-// (CJK, Thai, ...) on, the rest is read in order, as before.
+// (CJK, Thai, ...) on, the sum is a float that depends on the order of its
+// charges: such a message's walk is a function of the sum it starts from,
+// so it is remembered with that start and reused only from the same one (a
+// shared document first in the chat starts from its header's charge every
+// time).
 import { chargeRange, type CharacterClassEstimator } from '../tokens/estimate.ts';
-import { messageSlot } from './message-slot.ts';
+import { MessageSlots } from './message-slot.ts';
 import type { RenderedChat } from './prompt.ts';
 
-/** Remembered messages per estimator: one per slot (message-slot.ts), a newer one takes the slot. */
-const SLOTS = 256;
+/** Remembered messages per estimator, two entries a set (message-slot.ts). */
+const ENTRIES = 256;
 /** Shorter messages cost less to read than to look up. */
 const MIN_REMEMBERED_CHARS = 128;
-/** A slot's share when the message has a fraction-charged character: never added. */
+/** An entry's share when the message has a fraction-charged character: never added (the sums below are used instead). */
 const FRACTIONAL = -1;
 
 class Remembered {
-  readonly contents: (string | undefined)[] = new Array(SLOTS).fill(undefined);
-  readonly shares = new Float64Array(SLOTS);
+  readonly slots = new MessageSlots(ENTRIES);
+  /** A FRACTIONAL entry's walk: the sum it started from and the sum it ended at. */
+  readonly fromSums = new Float64Array(ENTRIES);
+  readonly toSums = new Float64Array(ENTRIES);
 }
 
 const byEstimator = new WeakMap<CharacterClassEstimator, Remembered>();
@@ -31,6 +37,7 @@ const byEstimator = new WeakMap<CharacterClassEstimator, Remembered>();
 export function chatEstimate(chat: RenderedChat, estimator: CharacterClassEstimator): number {
   let remembered = byEstimator.get(estimator);
   if (remembered === undefined) byEstimator.set(estimator, (remembered = new Remembered()));
+  const { slots, fromSums, toSums } = remembered;
   const { text, contents, headers } = chat;
   const rate = estimator.latinCharsPerToken;
   const out = { fractional: false };
@@ -46,24 +53,36 @@ export function chatEstimate(chat: RenderedChat, estimator: CharacterClassEstima
     tokens = chargeRange(text, at, headerEnd, tokens, rate, out);
     if (out.fractional) whole = false;
     at = end;
-    if (!whole || content.length < MIN_REMEMBERED_CHARS) {
+    if (content.length < MIN_REMEMBERED_CHARS) {
       tokens = chargeRange(text, headerEnd, end, tokens, rate, out);
       if (out.fractional) whole = false;
       continue;
     }
-    const slot = messageSlot(content);
-    if (remembered.contents[slot] === content) {
-      const share = remembered.shares[slot];
-      if (share !== FRACTIONAL) {
+    let entry = slots.find(content);
+    const share = entry >= 0 ? slots.values[entry] : FRACTIONAL;
+    if (entry >= 0 && share !== FRACTIONAL) {
+      if (whole) {
         tokens += share;
         continue;
       }
+      // After a fraction-charged charge the sum is a float: walked, the whole share kept for the chats where it comes first.
+      tokens = chargeRange(text, headerEnd, end, tokens, rate, out);
+      continue;
+    }
+    // The same walk from the same sum: the same float, to the last bit.
+    if (entry >= 0 && fromSums[entry] === tokens) {
+      tokens = toSums[entry];
+      whole = false;
+      continue;
     }
     const before = tokens;
     tokens = chargeRange(text, headerEnd, end, tokens, rate, out);
+    const fractional = !whole || out.fractional;
     if (out.fractional) whole = false;
-    remembered.contents[slot] = content;
-    remembered.shares[slot] = whole ? tokens - before : FRACTIONAL;
+    if (entry < 0) entry = slots.take(content);
+    slots.values[entry] = fractional ? FRACTIONAL : tokens - before;
+    fromSums[entry] = before;
+    toSums[entry] = tokens;
   }
   return Math.ceil(tokens);
 }

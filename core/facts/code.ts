@@ -9,7 +9,7 @@
 // prompt is the client's. Every whitespace run is walked a bounded number of
 // times, so the cost is linear in the text.
 
-import { messageSlot } from './message-slot.ts';
+import { MessageSlots } from './message-slot.ts';
 
 /** Characters examined: code marks show early, and a huge prompt scanned whole would cost for nothing. */
 export const CODE_SCAN_CHARS = 32_768;
@@ -55,16 +55,17 @@ export function contentsLookLikeCode(contents: readonly string[]): boolean {
   let pending = Pending.None;
   for (let m = 0; m < contents.length; m++) {
     if (used > 0 && ++used > CODE_SCAN_CHARS) break; // the line end joining it (none while the text is empty)
-    const room = CODE_SCAN_CHARS - used;
-    const text = contents[m].length > room ? contents[m].slice(0, room) : contents[m];
-    used += text.length;
-    const first = skipSpaces(text, 0);
-    if (first === text.length) continue; // whitespace only: what came before still ends at the next non-space
+    const content = contents[m];
+    const chars = Math.min(content.length, CODE_SCAN_CHARS - used);
+    used += chars;
+    let first = 0;
+    while (first < chars && isSpace(content.charCodeAt(first))) first++;
+    if (first === chars) continue; // whitespace only: what came before still ends at the next non-space
     if (pending !== Pending.None) {
-      const c = text.charCodeAt(first);
+      const c = content.charCodeAt(first);
       if (pending === Pending.Any || c === (pending === Pending.Brace ? 123 /* { */ : 40) /* ( */) return looksLikeCode(joinedLines(contents));
     }
-    const scanned = text === contents[m] && text.length >= MIN_REMEMBERED_CHARS ? rememberedScan(text) : scan(text);
+    const scanned = chars >= MIN_REMEMBERED_CHARS ? rememberedScan(content, chars) : scan(chars === content.length ? content : content.slice(0, chars));
     if (scanned === CODE) return true;
     pending = scanned;
   }
@@ -82,22 +83,24 @@ function scan(text: string): Scan {
 // Long messages' scans, remembered: a shared system prompt or document and a
 // conversation's earlier turns come again in every request, and comparing a
 // message with the remembered one (===, natively) costs a fraction of
-// scanning it. One message a slot (message-slot.ts), a newer one takes it.
-const SLOTS = 256;
+// scanning it. A message longer than the scanned part is remembered by that
+// part (its first characters), which alone decides the scan. Two entries a
+// set (message-slot.ts).
 /** Shorter messages cost less to scan than to look up. */
 const MIN_REMEMBERED_CHARS = 128;
-/** Longer ones are scanned each time: the slots keep at most 256 × 16,384 characters (8 MB) alive. */
-const MAX_REMEMBERED_CHARS = 16_384;
-const rememberedTexts: (string | undefined)[] = new Array(SLOTS).fill(undefined);
-const rememberedScans = new Int8Array(SLOTS);
+/** Scanned parts up to this long are kept in 256 entries (at most 4 M characters alive)... */
+const SHORT_CHARS = 16_384;
+const shortScans = new MessageSlots(256);
+/** ...longer ones (up to CODE_SCAN_CHARS) in 16 (at most 0.5 M characters). */
+const longScans = new MessageSlots(16);
 
-function rememberedScan(text: string): Scan {
-  if (text.length > MAX_REMEMBERED_CHARS) return scan(text);
-  const slot = messageSlot(text);
-  if (rememberedTexts[slot] === text) return rememberedScans[slot] as Scan;
-  const scanned = scan(text);
-  rememberedTexts[slot] = text;
-  rememberedScans[slot] = scanned;
+/** scan() of the first `chars` characters of `content`, remembered. */
+function rememberedScan(content: string, chars: number): Scan {
+  const slots = chars > SHORT_CHARS ? longScans : shortScans;
+  const found = slots.find(content, chars);
+  if (found >= 0) return slots.values[found] as Scan;
+  const scanned = scan(chars === content.length ? content : content.slice(0, chars));
+  slots.values[slots.take(content, chars)] = scanned;
   return scanned;
 }
 

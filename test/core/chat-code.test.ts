@@ -157,3 +157,26 @@ test('long messages that recur (their scans remembered) get the joined contentsâ
   }
   assert.ok(coded > 2_000 && coded < 18_000, `${coded} of 20000 with code`);
 });
+
+test('messages longer than the remembered length, or than the scanned part, get the joined contentsâ€™ answer, asked again in any company', () => {
+  const next = seededRandom(44);
+  // Past 16,384 characters a scan is remembered by the scanned part alone: marks just inside and just past the cut, and at its ends.
+  const lengths = [16_384, 16_385, 20_000, CODE_SCAN_CHARS - 1, CODE_SCAN_CHARS, CODE_SCAN_CHARS + 1, 40_000];
+  const tails = ['', ' x = 1;', ' see (above)', '\nwhile', ' f =>'];
+  const recurring: string[] = [];
+  for (const length of lengths) {
+    for (const tail of tails) {
+      const head = 'word '.repeat(Math.ceil(length / 5)).slice(0, length - tail.length);
+      recurring.push(head + tail);
+      // The same scanned part, a different end past it: remembered by the part, the same answer.
+      recurring.push(`${head + tail}\nint main() {`);
+    }
+  }
+  for (let i = 0; i < 3_000; i++) {
+    const count = 1 + Math.floor(next() * 3);
+    const contents = Array.from({ length: count }, () =>
+      next() < 0.7 ? recurring[Math.floor(next() * recurring.length)] : PIECES[Math.floor(next() * PIECES.length)],
+    );
+    assert.equal(contentsLookLikeCode(contents), reference(contents), JSON.stringify(contents.map((c) => `${c.length}:${c.slice(-20)}`)));
+  }
+});

@@ -95,3 +95,20 @@ test('request facts count a chat the same whether its long messages are remember
   assert.equal(longer.promptTokens, estimateTokens(longer.promptText));
   assert.ok(longer.promptTokens > first.promptTokens);
 });
+
+test('a conversation in a script charged fractions of a token, turn after turn on a shared document: the same count as the rendered prompt read at once', () => {
+  const random = seededRandom(11);
+  const estimator = characterClassEstimator(4);
+  // Its walks are remembered with the sum they start from: a document first, and the earlier turns after it, start from the same sums each turn.
+  const documents = Array.from({ length: 3 }, (_, d) => '中文的句子，'.repeat(300 + d) + randomText(random, 40));
+  for (let conversation = 0; conversation < 30; conversation++) {
+    const messages: { role: string; content: string }[] = [{ role: 'system', content: documents[conversation % documents.length] }];
+    for (let turn = 0; turn < 8; turn++) {
+      messages.push({ role: turn % 2 === 0 ? 'user' : 'assistant', content: randomText(random, 5 + Math.floor(random() * 60)) });
+      const chat = renderChat(messages);
+      for (let again = 0; again < 2; again++) {
+        assert.equal(chatEstimate(chat, estimator), estimateTokens(chat.text, 4), `conversation ${conversation}, turn ${turn}`);
+      }
+    }
+  }
+});
