@@ -7,12 +7,12 @@ import { chainBlockHashes, prefixHashes, prefixSeed, type Priority, type RoutedR
 import { isRejection, rejection, type Rejection } from '../errors.ts';
 import type { RequestFacts } from '../facts/request-facts.ts';
 import type { FleetView } from '../fleet/types.ts';
-import type { Generation, Tenant } from './generation.ts';
+import type { Generation, Pool, Tenant } from './generation.ts';
 import { admitStep } from './admit.ts';
 import { tenantStepSlot } from './derived.ts';
 import { rejectedWith, type Decision, type StepResult } from './decision.ts';
 import type { DecideEnv } from './env.ts';
-import { chooseModel } from './model.ts';
+import { chooseModel, type ModelChoice } from './model.ts';
 import { place, withModel, type Placement } from './place.ts';
 import { choosePool } from './pool.ts';
 import { priorityClass, resolvePriority } from '../facts/priority.ts';
@@ -107,7 +107,7 @@ export function decide(
   const now = env.now();
   const { excludeReplicas, quotaTaken } = options;
   const input = { facts, tenant, level, generation, fleet, env, now, ruleFacts, excludeReplicas, quotaTaken, pinnedReplica: pinned };
-  const placed = place(input, { ...modelStep.value, pool }, trace.pool, trace.model);
+  const placed = place(input, modelStep.value, pool, trace.pool, trace.model);
   if (placed.modelTrace) trace.model = placed.modelTrace;
   if (placed.poolTrace) trace.pool = placed.poolTrace;
   if (!placed.ok) {
@@ -191,7 +191,7 @@ function requestRuleFacts(facts: RequestFacts, tenant: Tenant, priority: Priorit
 }
 
 /** What a refusal after the pool step knows. */
-function knownOf(requestId: string, tenant: Tenant, level: number, on: Parameters<typeof place>[1]) {
+function knownOf(requestId: string, tenant: Tenant, level: number, on: ModelChoice & { readonly pool: Pool }) {
   return {
     requestId,
     tenant: tenant.id,

@@ -2,6 +2,7 @@
 // source and quota state. Injected, so the same inputs give the same
 // decision: decide() reads no other clock, and changes no state but the
 // random source's position.
+import { performance } from 'node:perf_hooks';
 import { seededRandom } from '../../sdk/index.ts';
 import { MemoryQuotaStore, type QuotaStore } from './quota.ts';
 
@@ -31,6 +32,7 @@ export function createEnv(options: { seed?: number | string; now?: () => number;
   };
 }
 
+// node:perf_hooks' object: the global `performance` is a getter, run on every read.
 function monotonicMs(): number {
   return performance.now();
 }

@@ -62,15 +62,11 @@ export interface PlaceInput {
 /** Overflow hops followed at most; compiled policies have no loops, this only bounds the walk. */
 const MAX_OVERFLOW_HOPS = 8;
 
-export function place(
-  input: PlaceInput,
-  first: ModelChoice & { readonly pool: Pool },
-  poolTrace: StepTrace,
-  modelTrace: StepTrace,
-): Placement | PlacementRefusal {
+export function place(input: PlaceInput, first: ModelChoice, firstPool: Pool, poolTrace: StepTrace, modelTrace: StepTrace): Placement | PlacementRefusal {
   const { facts, generation, fleet, env, now, level, excludeReplicas } = input;
   const { maxStalenessMs } = generation.settings;
-  let { model, version, adapter, pool } = first;
+  let { model, version, adapter } = first;
+  let pool = firstPool;
   const pinned = input.pinnedReplica;
   if (pinned) {
     // A follow-up goes to the one engine holding its previous response, whatever its checks say: only a
@@ -83,7 +79,7 @@ export function place(
         reason: `replica ${pinned.id} stored the previous response and cannot take it now`,
         alternatives: candidates.excluded,
       };
-      return { ok: false, rejection: pinned.notFound, trace, at: 'replica', chosen: first };
+      return { ok: false, rejection: pinned.notFound, trace, at: 'replica', chosen: { model, version, adapter, pool } };
     }
     return { ok: true, model, version, adapter, pool, candidates, pinned: home };
   }
@@ -94,13 +90,12 @@ export function place(
   let changedPool: StepTrace | undefined;
   for (let hops = 0; ; hops++) {
     const candidates = buildCandidates(pool, fleet, now, maxStalenessMs, excludeReplicas);
-    const chosen = { model, version, adapter, pool };
     if (candidates.candidates.length === 0) {
       const r = rejection('no_healthy_replica', `No replica of pool ${pool.name} (${model.id}@${version.version}) is ready. Retry after 5 s.`, {
         retryAfterS: 5,
       });
       const trace = { decidedBy: 'filters', reason: 'every replica is excluded', alternatives: candidates.excluded };
-      return { ok: false, rejection: r, trace, at: 'replica', chosen, modelTrace: changedModel, poolTrace: changedPool };
+      return { ok: false, rejection: r, trace, at: 'replica', chosen: { model, version, adapter, pool }, modelTrace: changedModel, poolTrace: changedPool };
     }
     const full = capacityRejection(pool, candidates.candidates);
     // A retry was admitted once already: it is not shed the second time.
@@ -141,7 +136,7 @@ export function place(
           facts: { priority: level, saturation: round2(verdict!.saturation), shedProbability: round2(verdict!.probability) },
         };
     if (notFallen) trace = { ...trace, facts: { ...trace.facts, noFallback: notFallen } };
-    return { ok: false, rejection: refused, trace, at: 'admit', chosen, modelTrace: changedModel, poolTrace: changedPool };
+    return { ok: false, rejection: refused, trace, at: 'admit', chosen: { model, version, adapter, pool }, modelTrace: changedModel, poolTrace: changedPool };
   }
 }
 
