@@ -37,8 +37,9 @@ export function commit(decision: Decision, env: DecideEnv, hooks: CommitHooks = 
     }
   }
   if (!decision.ok) return;
-  const { charge, tenant, pool, routed } = decision.handles;
-  if (charge) env.quota.take(tenant.id, charge, tenant.quotas, env.now());
+  const { charge, tenant, pool, routed, decidedAt } = decision.handles;
+  // At the time decide() checked it: the same quota, and no clock read of its own.
+  if (charge) env.quota.take(tenant.id, charge, tenant.quotas, decidedAt);
   for (const slot of pool.chain) {
     try {
       slot.instance.onRouted?.(routed, decision.value.replica);

@@ -156,7 +156,7 @@ export function decide(
       modelledWaitMs: admission.value.modelledWaitMs,
     },
     trace,
-    handles: { routed, pool: placed.pool, chain, tenant, charge: admission.value.charge },
+    handles: { routed, pool: placed.pool, chain, tenant, charge: admission.value.charge, decidedAt: now },
   };
 }
 

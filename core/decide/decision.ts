@@ -103,6 +103,8 @@ export interface RouteHandles extends ChainHandles {
   readonly tenant: Tenant;
   /** The quota commit() takes, an estimate settled on usage once the engine answered; undefined on a retry, whose quota was taken already. */
   readonly charge?: TokenCharge;
+  /** The wall-clock ms decide() read (env.now()): commit() takes the quota at the time its check saw. */
+  readonly decidedAt: number;
 }
 
 export interface Admitted {
