@@ -5,8 +5,12 @@
 // any prompt's blocks); the engine model works on the runs themselves
 // (`engineBlocks`), which is what keeps the simulator's cost per request
 // independent of prompt length.
-import { hashString, mixHashes } from '../../sdk/index.ts';
+import { hashString, mixHashes as mixHashesExport } from '../../sdk/hashing.ts';
 import type { PromptBlocks } from '../engine/prompt-blocks.ts';
+
+// Bound once: through tsx every use of an imported name is a getter call on the module's exports
+// (two through sdk/index.ts's re-export), and rawBlockIds mixes ~110 ids a request.
+const mixHashes = mixHashesExport;
 
 export interface BlockRuns {
   /** Run r covers blocks [ends[r-1] (0 for the first), ends[r]); ends increase strictly. */
