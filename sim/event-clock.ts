@@ -5,13 +5,9 @@
 import type { Clock, TimerHandle } from './clock.ts';
 
 class Timer implements TimerHandle {
-  at: number;
-  order: number;
   fn: (() => void) | undefined;
 
-  constructor(at: number, order: number, fn: () => void) {
-    this.at = at;
-    this.order = order;
+  constructor(fn: () => void) {
     this.fn = fn;
   }
 
@@ -26,7 +22,12 @@ export class StalledClockError extends Error {}
 export class EventClock implements Clock {
   private time = 0;
   private order = 0;
-  private readonly heap: Timer[] = [];
+  // The heap: timers[i] is due at ats[i], scheduled as number orders[i]. The keys sit in typed
+  // arrays beside the timers so that a sift compares numbers in two arrays instead of reading
+  // a timer object (one cache miss each, once a run's timers outnumber the CPU's caches) per level.
+  private readonly timers: Timer[] = [];
+  private ats = new Float64Array(256);
+  private orders = new Float64Array(256);
   private executed = 0;
 
   /**
@@ -46,16 +47,16 @@ export class EventClock implements Clock {
 
   /** Events waiting, cancelled ones included. */
   get pending(): number {
-    return this.heap.length;
+    return this.timers.length;
   }
 
   schedule(delayMs: number, fn: () => void): TimerHandle {
-    return this.push(new Timer(delayMs > 0 ? this.time + delayMs : this.time, this.order++, fn));
+    return this.push(delayMs > 0 ? this.time + delayMs : this.time, new Timer(fn));
   }
 
   /** Runs `fn` at absolute virtual time `at` (now, if `at` has passed). */
   at(at: number, fn: () => void): TimerHandle {
-    return this.push(new Timer(at > this.time ? at : this.time, this.order++, fn));
+    return this.push(at > this.time ? at : this.time, new Timer(fn));
   }
 
   /**
@@ -63,18 +64,19 @@ export class EventClock implements Clock {
    * `until` (time then stands at `until`). Returns the number of events run.
    */
   run(until = Infinity): number {
-    const heap = this.heap;
+    const timers = this.timers;
     const start = this.executed;
     let sameInstant = 0;
-    while (heap.length > 0) {
-      const top = heap[0];
-      if (top.at > until) break;
+    while (timers.length > 0) {
+      const at = this.ats[0];
+      if (at > until) break;
+      const top = timers[0];
       this.pop();
       const fn = top.fn;
       if (fn === undefined) continue;
       top.fn = undefined;
-      if (top.at !== this.time) {
-        this.time = top.at;
+      if (at !== this.time) {
+        this.time = at;
         sameInstant = 0;
       } else if (++sameInstant > this.maxEventsWithoutProgress) {
         throw new StalledClockError(`virtual time is stuck at ${this.time.toFixed(3)} ms: ${sameInstant} events ran without it moving on`);
@@ -86,44 +88,71 @@ export class EventClock implements Clock {
     return this.executed - start;
   }
 
-  private push(timer: Timer): Timer {
-    const heap = this.heap;
-    let i = heap.length;
-    heap.push(timer);
+  private push(at: number, timer: Timer): Timer {
+    const timers = this.timers;
+    const order = this.order++;
+    let i = timers.length;
+    if (i === this.ats.length) this.grow();
+    const ats = this.ats;
+    const orders = this.orders;
+    timers.push(timer);
     while (i > 0) {
       const parent = (i - 1) >> 1;
-      const p = heap[parent];
-      if (p.at < timer.at || (p.at === timer.at && p.order < timer.order)) break;
-      heap[i] = p;
+      const pa = ats[parent];
+      if (pa < at || (pa === at && orders[parent] < order)) break;
+      timers[i] = timers[parent];
+      ats[i] = pa;
+      orders[i] = orders[parent];
       i = parent;
     }
-    heap[i] = timer;
+    timers[i] = timer;
+    ats[i] = at;
+    orders[i] = order;
     return timer;
   }
 
+  /** Takes the top off the heap. */
   private pop(): void {
-    const heap = this.heap;
-    const last = heap.pop()!;
-    const n = heap.length;
+    const timers = this.timers;
+    const ats = this.ats;
+    const orders = this.orders;
+    const last = timers.pop()!;
+    const n = timers.length;
     if (n === 0) return;
+    const lastAt = ats[n];
+    const lastOrder = orders[n];
     let i = 0;
     for (;;) {
       const l = 2 * i + 1;
       if (l >= n) break;
       const r = l + 1;
       let c = l;
-      let child = heap[l];
+      let childAt = ats[l];
       if (r < n) {
-        const right = heap[r];
-        if (right.at < child.at || (right.at === child.at && right.order < child.order)) {
+        const rightAt = ats[r];
+        if (rightAt < childAt || (rightAt === childAt && orders[r] < orders[l])) {
           c = r;
-          child = right;
+          childAt = rightAt;
         }
       }
-      if (last.at < child.at || (last.at === child.at && last.order < child.order)) break;
-      heap[i] = child;
+      if (lastAt < childAt || (lastAt === childAt && lastOrder < orders[c])) break;
+      timers[i] = timers[c];
+      ats[i] = childAt;
+      orders[i] = orders[c];
       i = c;
     }
-    heap[i] = last;
+    timers[i] = last;
+    ats[i] = lastAt;
+    orders[i] = lastOrder;
+  }
+
+  /** Doubles the key arrays' capacity. */
+  private grow(): void {
+    const ats = new Float64Array(this.ats.length * 2);
+    ats.set(this.ats);
+    this.ats = ats;
+    const orders = new Float64Array(this.orders.length * 2);
+    orders.set(this.orders);
+    this.orders = orders;
   }
 }
