@@ -32,12 +32,17 @@ export class LogHistogram {
   }
 
   record(value: number): void {
+    this.recordIn(value, bucketOf(value));
+  }
+
+  /** record(value), its bucket (bucketOf(value)) found by the caller: once for a value that several histograms record. */
+  recordIn(value: number, bucket: number): void {
     if (!(value >= 0)) return; // NaN and negatives carry nothing
     this.n++;
     this.sum += value;
     if (value < this.low) this.low = value;
     if (value > this.high) this.high = value;
-    this.counts[bucketOf(value)]++;
+    this.counts[bucket]++;
   }
 
   /** The q-quantile (0..1), NaN when empty; exact at the extremes. */
@@ -65,7 +70,8 @@ export class LogHistogram {
   }
 }
 
-function bucketOf(value: number): number {
+/** The bucket `value` counts in (any number: NaN and negatives, which no histogram records, give some bucket). */
+export function bucketOf(value: number): number {
   if (value <= MIN) return 0;
   const i = Math.floor(Math.log(value / MIN) / LOG_GROWTH) + 1;
   return i < BUCKETS ? i : BUCKETS - 1;

@@ -26,7 +26,7 @@ import type { RequestSource, SimRequestSpec } from '../workload/types.ts';
 import { CsvWriter } from './csv-writer.ts';
 import { SimError } from './errors.ts';
 import { SimFleet, type RouterView, type SimReplica } from './fleet.ts';
-import { GroupedStats, GroupStats, type GroupSummary } from './stats.ts';
+import { GroupedStats, GroupStats, recordCompletion, type GroupSummary } from './stats.ts';
 import type { PolicyProblem } from '../../core/diagnostics/problem.ts';
 import { formatPath } from '../../core/diagnostics/schema-problems.ts';
 
@@ -406,8 +406,7 @@ class Simulation {
     if (Number.isNaN(request.firstTokenAt)) router.view.endPrefill(replica.id, request.promptTokens);
     this.inFlight--;
     if (request.completion) complete(request.completion, true);
-    for (const g of request.groups)
-      g.completion(spec.at, result.firstTokenAt, t, result.promptTokens, result.cachedTokens, result.outputTokens, result.preempted);
+    recordCompletion(request.groups, spec.at, result.firstTokenAt, t, result.promptTokens, result.cachedTokens, result.outputTokens, result.preempted);
     this.window.completed++;
     this.window.ttftSum += result.firstTokenAt - spec.at;
     this.csv?.line(

@@ -1,7 +1,7 @@
 // Results of a simulation, per group of requests (overall, per pool, per
 // tenant, per request class), in memory that does not grow with the number
 // of requests: counters and log histograms.
-import { LogHistogram } from './log-histogram.ts';
+import { bucketOf, LogHistogram } from './log-histogram.ts';
 
 export interface Percentiles {
   readonly p50: number;
@@ -67,9 +67,14 @@ export class GroupStats {
     this.rejections.set(code, (this.rejections.get(code) ?? 0) + 1);
   }
 
+  /** One completed request's figures, each time with its histogram bucket (see recordCompletion). */
   completion(
-    arrivedAt: number,
-    firstTokenAt: number,
+    ttft: number,
+    ttftBucket: number,
+    e2e: number,
+    e2eBucket: number,
+    tpot: number,
+    tpotBucket: number,
     finishedAt: number,
     promptTokens: number,
     cachedTokens: number,
@@ -77,10 +82,9 @@ export class GroupStats {
     preempted: number,
   ): void {
     this.completed++;
-    const ttft = firstTokenAt - arrivedAt;
-    this.ttft.record(ttft);
-    this.e2e.record(finishedAt - arrivedAt);
-    if (outputTokens > 1) this.tpot.record((finishedAt - firstTokenAt) / (outputTokens - 1));
+    this.ttft.recordIn(ttft, ttftBucket);
+    this.e2e.recordIn(e2e, e2eBucket);
+    this.tpot.recordIn(tpot, tpotBucket);
     this.promptTokens += promptTokens;
     this.cachedTokens += cachedTokens;
     this.outputTokens += outputTokens;
@@ -106,6 +110,30 @@ export class GroupStats {
       preemptions: this.preemptions,
     };
   }
+}
+
+/**
+ * Records a completed request in every group it belongs to (overall, its pool, tenant, class and
+ * priority), each time's bucket found once (a logarithm) rather than once a group.
+ */
+export function recordCompletion(
+  groups: readonly GroupStats[],
+  arrivedAt: number,
+  firstTokenAt: number,
+  finishedAt: number,
+  promptTokens: number,
+  cachedTokens: number,
+  outputTokens: number,
+  preempted: number,
+): void {
+  const ttft = firstTokenAt - arrivedAt;
+  const e2e = finishedAt - arrivedAt;
+  // No time per output token with a single token: NaN, which no histogram records.
+  const tpot = outputTokens > 1 ? (finishedAt - firstTokenAt) / (outputTokens - 1) : NaN;
+  const ttftBucket = bucketOf(ttft);
+  const e2eBucket = bucketOf(e2e);
+  const tpotBucket = bucketOf(tpot);
+  for (const g of groups) g.completion(ttft, ttftBucket, e2e, e2eBucket, tpot, tpotBucket, finishedAt, promptTokens, cachedTokens, outputTokens, preempted);
 }
 
 /** Stats per group: created on first use, so only groups that occur appear. */
