@@ -114,10 +114,10 @@ function tokenIdPrompt(prompt: unknown): { ids?: Uint32Array; count: number } | 
   return { count: (prompt as number[][]).reduce((sum, p) => sum + p.length, 0) };
 }
 
-/** The prompt's estimate; a chat read whole is summed by message, its long messages remembered (chat-estimate.ts). */
+/** The prompt's estimate; a chat is summed by message, its long messages remembered (chat-estimate.ts, message-shares.ts). */
 function estimatePrompt(text: string, chat: RenderedChat | undefined, estimator: TokenEstimator): number {
   if (chat !== undefined && text.length <= ESTIMATE_FULL_CHARS && isCharacterClassEstimator(estimator)) return chatEstimate(chat, estimator);
-  return sampledEstimate(text, estimator);
+  return sampledEstimate(text, estimator, chat);
 }
 
 /** The facts, or the 400/401 a malformed request gets. Never throws on user input. */

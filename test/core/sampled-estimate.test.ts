@@ -8,9 +8,10 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { ESTIMATE_FULL_CHARS, sampledEstimate } from '../../core/facts/sampled-estimate.ts';
 import { requestFacts, type RequestFacts } from '../../core/facts/request-facts.ts';
-import { renderMessages } from '../../core/facts/prompt.ts';
+import { renderChat, renderMessages } from '../../core/facts/prompt.ts';
 import { characterClassEstimator, estimateTokens } from '../../core/tokens/estimate.ts';
 import type { TokenEstimator } from '../../core/facts/tokens.ts';
+import { seededRandom } from '../../sdk/index.ts';
 
 const sample = (file: string) => readFileSync(new URL(`../../bench/samples/${file}`, import.meta.url), 'utf8');
 const KINDS: Record<string, string> = {
@@ -88,4 +89,30 @@ test('the character-class estimate walks the stripes where they lie: the same co
     }
   }
   assert.equal(checked, Object.keys(KINDS).length * 15);
+});
+
+test('a long chat whose long messages recur (their running sums remembered) gets the count of its text sampled alone, asked again in any company', () => {
+  const random = seededRandom(23);
+  const texts = Object.values(KINDS);
+  const latin = [KINDS.prose, KINDS.code, KINDS.json];
+  // Recurring messages from 2,048 characters to past the summed length (32,768), most of them whole-charged (the sums are kept for those).
+  const recurring = [2_048, 3_000, 9_999, 16_384, 32_768, 32_769, 100_000].flatMap((chars, i) => [
+    grow(latin[i % latin.length], chars),
+    grow(latin[(i + 1) % latin.length].slice(i * 7), chars - 1),
+    grow(texts[i % texts.length], chars),
+  ]);
+  for (let round = 0; round < 400; round++) {
+    const count = 1 + Math.floor(random() * 4);
+    const messages = Array.from({ length: count }, () => ({
+      role: ['system', 'user', 'assistant'][Math.floor(random() * 3)],
+      content:
+        random() < 0.7 ? recurring[Math.floor(random() * recurring.length)] : grow(texts[Math.floor(random() * texts.length)], Math.floor(random() * 5_000)),
+    }));
+    const chat = renderChat(messages);
+    assert.equal(
+      sampledEstimate(chat.text, estimator, chat),
+      sampledEstimate(chat.text, estimator),
+      `round ${round}: ${messages.map((m) => m.content.length).join(', ')}`,
+    );
+  }
 });
