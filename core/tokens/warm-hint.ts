@@ -6,7 +6,7 @@
 // its message chain, and waits for a long chat only when all but its last
 // few thousand characters were posted before. A wrong hint costs latency or
 // one estimated count, never a wrong count: the worker's answer decides.
-import { hashString, mixHashes } from '../../sdk/hashing.ts';
+import { hashRange, hashString, mixHashes } from '../../sdk/hashing.ts';
 import type { CountJob } from './counter.ts';
 
 /** Chains remembered, at most (least recently posted dropped first). */
@@ -14,11 +14,13 @@ const MAX_CHAINS = 8_192;
 /** A message this long is worth remembering the chain up to, not only the chain of the whole chat: other conversations start with it. */
 const LONG_MESSAGE_CHARS = 2_048;
 
-/** A message in O(1): role, length and both ends of its text. */
+/** A message in O(1): role, length and both ends of its text, each hashed where it is (no string is built per message per turn). */
 function messageFingerprint(message: unknown): number {
   const m = message as { role?: unknown; content?: unknown };
   const content = typeof m.content === 'string' ? m.content : JSON.stringify(m.content ?? null).slice(0, 4096);
-  return hashString(`${String(m.role)}\u0000${content.length}\u0000${content.slice(0, 24)}\u0000${content.slice(-24)}`);
+  const n = content.length;
+  const role = hashString(typeof m.role === 'string' ? m.role : String(m.role), n);
+  return mixHashes(mixHashes(role, hashRange(content, 0, Math.min(24, n))), hashRange(content, Math.max(0, n - 24), n));
 }
 
 function contentChars(message: unknown): number {
@@ -29,7 +31,18 @@ function contentChars(message: unknown): number {
 }
 
 export class WarmHint {
-  readonly #chains = new Map<number, true>();
+  /** Each remembered chain, with the stamp of its latest remembering. */
+  readonly #chains = new Map<number, number>();
+  /**
+   * Chains in the order they were remembered, from #head on, with their stamps: an entry whose stamp is no longer its
+   * chain's was remembered again later and is skipped. Dropping the least recently remembered chain so costs O(1),
+   * where deleting a Map's first key and setting it again (the order kept by the Map itself) left the deleted keys as
+   * holes its iterator walked over on every eviction: ~60k instructions a job at 8,192 chains.
+   */
+  #order: number[] = [];
+  #stamps: number[] = [];
+  #head = 0;
+  #stamp = 0;
 
   /**
    * Whether waiting for the worker can pay off: a text prompt, or a chat whose
@@ -56,8 +69,34 @@ export class WarmHint {
   }
 
   #remember(chain: number): void {
-    this.#chains.delete(chain);
-    this.#chains.set(chain, true);
-    if (this.#chains.size > MAX_CHAINS) this.#chains.delete(this.#chains.keys().next().value!);
+    const stamp = ++this.#stamp;
+    this.#chains.set(chain, stamp);
+    this.#order.push(chain);
+    this.#stamps.push(stamp);
+    if (this.#chains.size > MAX_CHAINS) {
+      // The least recently remembered: the first entry still holding its chain's stamp.
+      for (;;) {
+        const at = this.#head++;
+        if (this.#chains.get(this.#order[at]) === this.#stamps[at]) {
+          this.#chains.delete(this.#order[at]);
+          break;
+        }
+      }
+    }
+    if (this.#order.length - this.#head > 2 * MAX_CHAINS || this.#head > MAX_CHAINS) this.#compact();
+  }
+
+  /** Drops the skipped and passed entries: the order keeps at most twice as many as there are chains. */
+  #compact(): void {
+    const order: number[] = [];
+    const stamps: number[] = [];
+    for (let at = this.#head; at < this.#order.length; at++) {
+      if (this.#chains.get(this.#order[at]) !== this.#stamps[at]) continue;
+      order.push(this.#order[at]);
+      stamps.push(this.#stamps[at]);
+    }
+    this.#order = order;
+    this.#stamps = stamps;
+    this.#head = 0;
   }
 }
