@@ -83,6 +83,8 @@ export interface AttemptInput {
    * silence; the request keeps waiting: silence.ts).
    */
   readonly silence?: { readonly firstCheckMs: number; check(): number | undefined };
+  /** When the attempt started (performance.now()), if the caller has read the clock already: its time to first byte counts from there. */
+  readonly startedAt?: number;
   /** A client that reads nothing of the response for this long has it aborted, upstream too. */
   readonly sendTimeoutMs?: number;
   /** Reads the engine's usage as the response passes (usage-tap.ts); may remove the usage chunk the router asked for. */
@@ -137,7 +139,7 @@ function stallTimedOut(attempt: Attempt): void {
  * (plus a name-defining call each under tsx).
  */
 class Attempt implements Dispatcher.DispatchHandler {
-  private readonly started = performance.now();
+  private readonly started: number;
   private controller: Dispatcher.DispatchController | undefined;
   /** Status and headers arrived (below 500); not yet sent. */
   private status = 0;
@@ -168,6 +170,7 @@ class Attempt implements Dispatcher.DispatchHandler {
     private readonly input: AttemptInput,
     private readonly resolve: (result: AttemptResult) => void,
   ) {
+    this.started = input.startedAt ?? performance.now();
     input.res.on('close', this.onClientClose);
     input.waiting.add(input.replica, this);
     if (input.silence) this.timer = setTimeout(checkSilence, input.silence.firstCheckMs, this).unref();

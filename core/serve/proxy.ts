@@ -32,7 +32,7 @@ import type { AttemptStarted, RequestLifecycle } from './request-lifecycle.ts';
 import { UpstreamBody } from './upstream-body.ts';
 import { UsageSettlement } from './settle-usage.ts';
 import type { UsageTap } from './usage-tap.ts';
-import { rateLimitHeaders } from './ratelimit-headers.ts';
+import { rateLimitHeaders, sendsRateLimits } from './ratelimit-headers.ts';
 import { clientTraceHeaders, NOTHING_PREPARED, OPENAI_ROUTE, type RouteShape } from './route-shapes.ts';
 
 /** Where requests get their snapshot: acquired at arrival, released when the response ends. */
@@ -372,8 +372,8 @@ async function send(deps: ProxyDeps, generation: Generation, input: SendInput): 
   const endPrefill = deps.fleet.startPrefill?.(replica.id, uncachedPromptTokens(decision.handles.routed, replica.id, deps.kvIndex));
   const endStream = stream ? deps.fleet.startStream?.(replica.id) : undefined;
   const headers = ['x-request-id', request.id, 'x-switchyard-model', `${route.model}@${route.version}`];
-  const quotaHeaders = rateLimitHeaders(deps.env.quota, route.tenant, decision.handles.tenant.quotas, deps.env.now());
-  for (let i = 0; i < quotaHeaders.length; i++) headers.push(quotaHeaders[i]);
+  const quotas = decision.handles.tenant.quotas;
+  if (sendsRateLimits(quotas)) for (const header of rateLimitHeaders(deps.env.quota, route.tenant, quotas, deps.env.now())) headers.push(header);
   // The client gets another model than it asked for: it always hears which (docs/policies.md, Fallback models).
   if (route.fallbackFrom) headers.push('x-switchyard-fallback-from', route.fallbackFrom);
   // Where it went and why are opt-in (settings or tenant decision_headers: full): replica ids and plugin reasons stay in.
@@ -433,6 +433,7 @@ async function send(deps: ProxyDeps, generation: Generation, input: SendInput): 
       // The client's own trace context goes on when the router does not trace (W3C Trace Context).
       traceHeaders: input.traceHeaders ?? clientTraceHeaders(request.headers),
       silence,
+      startedAt: attemptStart,
       sendTimeoutMs: deps.sendTimeoutMs,
       tap,
       onFirstByte: firstEvent ? firstEvent.onSeen : endPrefill,

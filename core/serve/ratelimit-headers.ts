@@ -14,7 +14,7 @@ const REFILL_MS = 60_000;
  * here (the shared Redis store) gives the limits alone.
  */
 export function rateLimitHeaders(store: QuotaStore, tenant: string, quotas: TenantQuotas, now: number): string[] {
-  if (quotas.shadow || (quotas.requestsPerMinute === undefined && quotas.tokensPerMinute === undefined)) return [];
+  if (!sendsRateLimits(quotas)) return [];
   const left = store.remaining?.(tenant, quotas, now);
   const headers: string[] = [];
   const add = (kind: 'requests' | 'tokens', limit: number | undefined, remaining: number | undefined) => {
@@ -26,6 +26,11 @@ export function rateLimitHeaders(store: QuotaStore, tenant: string, quotas: Tena
   add('requests', quotas.requestsPerMinute, left?.requests);
   add('tokens', quotas.tokensPerMinute, left?.tokens);
   return headers;
+}
+
+/** Whether a tenant's answers carry the headers: an enforced quota (the caller need not read the clock otherwise). */
+export function sendsRateLimits(quotas: TenantQuotas): boolean {
+  return !quotas.shadow && (quotas.requestsPerMinute !== undefined || quotas.tokensPerMinute !== undefined);
 }
 
 /** Time until the bucket is full again, as OpenAI writes it: "0s", "250ms", "12s", "1m0s". */

@@ -9,6 +9,7 @@ import { countRejection } from './refusals.ts';
 import type { RequestSubscriber } from './request-lifecycle.ts';
 import { REQUEST_ID_FIELD } from './request-log.ts';
 import type { FastifyBaseLogger } from 'fastify';
+import { PlainLine } from '../observe/logger.ts';
 
 /** The request metrics (docs/observability.md): decision time, replica decisions, upstream latency, requests by outcome, rejections, shedding, fallbacks. */
 export function metricsSubscriber(metrics: RouterMetrics): RequestSubscriber {
@@ -57,10 +58,33 @@ export function logLineSubscriber(log: Pick<FastifyBaseLogger, 'info'>): Request
       }
       if (!decision.ok) return;
       const route = decision.value;
+      const model = `${route.model}@${route.version}`;
+      const ttfb = ttfbMs === undefined ? undefined : Math.round(ttfbMs);
+      const duration = Math.round(durationMs);
+      // The same line as below, without pino's walk of the fields (logger.ts); `usage` is an object: pino's own path.
+      if (
+        usage === undefined &&
+        new PlainLine()
+          .str(REQUEST_ID_FIELD, request.id)
+          .str('model', model)
+          .str('adapter', route.adapter)
+          .str('pool', route.pool)
+          .str('replica', route.replica)
+          .str('strategy', route.strategy)
+          .num('status', status)
+          .str('outcome', outcome)
+          .bool('retried', retried)
+          .num('attempts', attempts)
+          .str('failure', failure)
+          .num('ttfbMs', ttfb)
+          .num('durationMs', duration)
+          .writeInfo(log, 'routed')
+      )
+        return;
       log.info(
         {
           [REQUEST_ID_FIELD]: request.id,
-          model: `${route.model}@${route.version}`,
+          model,
           adapter: route.adapter,
           pool: route.pool,
           replica: route.replica,
@@ -71,8 +95,8 @@ export function logLineSubscriber(log: Pick<FastifyBaseLogger, 'info'>): Request
           attempts,
           usage,
           failure,
-          ttfbMs: ttfbMs === undefined ? undefined : Math.round(ttfbMs),
-          durationMs: Math.round(durationMs),
+          ttfbMs: ttfb,
+          durationMs: duration,
         },
         'routed',
       );
