@@ -91,8 +91,8 @@ const MIN_REMEMBERED_CHARS = 128;
 /** Scanned parts up to this long are kept in 256 entries (at most 4 M characters alive)... */
 const SHORT_CHARS = 16_384;
 const shortScans = new MessageSlots(256);
-/** ...longer ones (up to CODE_SCAN_CHARS) in 64 (at most 2 M characters): in 16, bench:facts' 16 documents of 220 KB took each other's and were scanned again. */
-const longScans = new MessageSlots(64);
+/** ...longer ones (up to CODE_SCAN_CHARS) in 64, four a set (at most 2 M characters): in 16, two a set, bench:facts' 16 documents of 220 KB took each other's and were scanned again. */
+const longScans = new MessageSlots(64, 4);
 
 /** scan() of the first `chars` characters of `content`, remembered. */
 function rememberedScan(content: string, chars: number): Scan {

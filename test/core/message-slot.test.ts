@@ -36,3 +36,15 @@ test('a prefix is found from any text that begins with it, and only from one', (
   const changed = `${document.slice(0, 100)}X${document.slice(101)}`;
   assert.equal(slots.find(changed), -1);
 });
+
+test('a set of four keeps four messages; a fifth takes the one found or taken least lately', () => {
+  const slots = new MessageSlots(4, 4); // one set of four
+  const texts = ['a', 'b', 'c', 'd', 'e'].map((c) => c.repeat(300));
+  for (const [i, text] of texts.slice(0, 4).entries()) slots.values[slots.take(text)] = i;
+  // Found in turn, all four stay; a was found longest ago after b, c, d are found again.
+  for (const [i, text] of texts.slice(0, 4).entries()) assert.equal(slots.values[slots.find(text)], i);
+  for (const text of texts.slice(1, 4)) slots.find(text);
+  slots.values[slots.take(texts[4])] = 4;
+  assert.equal(slots.find(texts[0]), -1);
+  for (const [i, text] of texts.entries()) if (i > 0) assert.equal(slots.values[slots.find(text)], i);
+});
