@@ -296,10 +296,12 @@ function promptText(chars: number, seed: number): string {
 }
 
 /**
- * Request `i` of a next-turn lane: 16 conversations side by side, each
- * `TURNS` turns long and then started anew. Turn t carries the t turns
- * before it (the engine's answers included) and one new question, as a chat
- * client sends them: all but the new question was in the previous request.
+ * Request `i` of a next-turn lane (counted over the lane's slices, so a
+ * conversation goes on from one slice of a target to its next): 16
+ * conversations side by side, each `TURNS` turns long and then started anew.
+ * Turn t carries the t turns before it (the engine's answers included) and one
+ * new question, as a chat client sends them: all but the new question was in
+ * the previous request.
  */
 function turnBody(i: number, run: number, system: string, stream: boolean): { body: string; conversation: string } {
   const TURNS = 6;
@@ -337,7 +339,7 @@ async function sizes(): Promise<void> {
   const concurrency = 8;
   // BENCH_MODES=json or sse: one of the two (a profile of one mode alone).
   const modes = (process.env.BENCH_MODES ?? 'json,sse').split(',').flatMap((mode) => (mode === 'json' ? [false] : mode === 'sse' ? [true] : []));
-  // Each run of a next-turn lane talks in conversations of its own: nothing it sends was sent before.
+  // Each lane and mode talks in conversations of its own, which every target of the lane is sent in the same order.
   let turnRun = 0;
   const engine = await start(`${here}targets/fixed-engine.ts`, []);
   const bare: Target = { name: 'bare pass-through', ...(await start(`${here}targets/bare-proxy.ts`, [engine.url])) };
@@ -398,19 +400,23 @@ async function sizes(): Promise<void> {
       );
       const systems = Array.from({ length: 16 }, (_, i) => system(i));
       const errors = new Map<string, number>();
+      const runId = ++turnRun;
+      // Requests each target was sent in this lane and mode so far: where its next slice's conversations go on.
+      const sentTo = new Map<Target, number>();
       /** One slice: `count` requests to one target; its CPU µs per request and its latencies. */
       const run = async (target: Target, count: number) => {
         const pool = poolOf(target);
         const latencies: number[] = [];
         let next = 0;
-        const runId = ++turnRun;
+        const first = sentTo.get(target) ?? 0;
+        sentTo.set(target, first + count);
         const before = await cpuMicros(target);
         await Promise.all(
           Array.from({ length: concurrency }, async () => {
             while (next < count) {
               const i = next++;
               // A next turn's body is built before its clock starts, as the other lanes' are built before the run.
-              const turn = turns ? turnBody(i, runId, systems[i % 16], stream) : undefined;
+              const turn = turns ? turnBody(first + i, runId, systems[(first + i) % 16], stream) : undefined;
               const sent = performance.now();
               const response = await pool.request({
                 path: '/v1/chat/completions',
