@@ -13,6 +13,7 @@
 import { readFileSync } from 'node:fs';
 import { requestFacts } from '../core/facts/request-facts.ts';
 import { characterClassEstimator } from '../core/tokens/estimate.ts';
+import { textOf } from './prompt-text.ts';
 
 interface Tree {
   requestFacts: typeof requestFacts;
@@ -22,22 +23,6 @@ interface Tree {
 async function treeAt(dir: string): Promise<Tree> {
   const modules = await Promise.all(['core/facts/request-facts.ts', 'core/tokens/estimate.ts'].map((p) => import(`${dir}/${p}`)));
   return Object.assign({}, ...modules);
-}
-
-/** Deterministic text of `chars` characters from `words` (xorshift, as bench:proxy's prompts). */
-function textOf(words: readonly string[], separator: string, chars: number, seed: number): string {
-  let x = seed * 2654435761 || 1;
-  const out: string[] = [];
-  let length = 0;
-  while (length < chars) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    const word = words[(x >>> 0) % words.length];
-    out.push(word);
-    length += word.length + separator.length;
-  }
-  return out.join(separator).slice(0, chars);
 }
 
 const LATIN = 'the router replica cache token prefix policy engine stream request model pool café naïve "quoted" line\n a of to and'.split(' ');

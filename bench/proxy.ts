@@ -15,6 +15,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
 import { Pool } from 'undici';
+import { textOf } from './prompt-text.ts';
 
 // Requests per second, open loop. At low rates the router's fixed background
 // work (health checks, scrapes: ~7.5 ms/s) dominates "CPU per request";
@@ -281,18 +282,7 @@ function promptText(chars: number, seed: number): string {
     'to',
     'and',
   ];
-  let x = seed * 2654435761 || 1;
-  const out: string[] = [];
-  let length = 0;
-  while (length < chars) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    const word = words[(x >>> 0) % words.length];
-    out.push(word);
-    length += word.length + 1;
-  }
-  return out.join(' ').slice(0, chars);
+  return textOf(words, ' ', chars, seed);
 }
 
 /**
