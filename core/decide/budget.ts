@@ -3,11 +3,13 @@
 // overrun suspend it); commit() counts each pick into it. One per strategy
 // slot, made when the snapshot is compiled.
 //
-// The budget is wall-clock, so one GC pause or a descheduled process can
-// overrun it through no fault of the strategy; discarding that answer would
-// only make routing flap. A strategy that overruns repeatedly (3 times in
-// its last 100 picks) is slow for real: it is skipped for 10 s, then tried
-// again. Every overrun after an instance's first few picks is reported.
+// The budget is wall-clock, less what the router's thread is known to have
+// waited for a CPU meanwhile (thread-wait.ts): a descheduled process is not
+// the strategy's fault. One GC pause can still overrun it; discarding that
+// answer would only make routing flap. A strategy that overruns repeatedly
+// (3 times in its last 100 picks) is slow for real: it is skipped for 10 s,
+// then tried again. Every overrun after an instance's first few picks is
+// reported.
 const OVERRUNS_TO_SUSPEND = 3;
 /** A fresh instance's first picks include compiling it (JIT): they are not held against it. */
 const WARMUP_PICKS = 10;
@@ -20,9 +22,9 @@ export class PickBudget {
   /** On the monotonic clock of DecideEnv. */
   suspendedUntil = 0;
 
-  /** Would a pick that took `elapsedMs` now suspend the strategy? Changes nothing. */
-  wouldSuspend(elapsedMs: number, budgetMs: number): boolean {
-    if (!(elapsedMs > budgetMs) || this.picks + 1 <= WARMUP_PICKS) return false;
+  /** Would a pick that took `elapsedMs` (`waitedMs` of it waiting for a CPU) now suspend the strategy? Changes nothing. */
+  wouldSuspend(elapsedMs: number, waitedMs: number, budgetMs: number): boolean {
+    if (!(elapsedMs - waitedMs > budgetMs) || this.picks + 1 <= WARMUP_PICKS) return false;
     const pick = this.picks + 1;
     let recent = 1;
     for (const at of this.overrunsAt) if (at > pick - OVERRUN_WINDOW_PICKS) recent++;
@@ -30,9 +32,9 @@ export class PickBudget {
   }
 
   /** Counts one pick; an overrun returns what to report, else undefined. */
-  count(elapsedMs: number, budgetMs: number, clock: () => number): string | undefined {
+  count(elapsedMs: number, waitedMs: number, budgetMs: number, clock: () => number): string | undefined {
     this.picks++;
-    if (!(elapsedMs > budgetMs) || this.picks <= WARMUP_PICKS) return undefined;
+    if (!(elapsedMs - waitedMs > budgetMs) || this.picks <= WARMUP_PICKS) return undefined;
     const pick = this.picks;
     this.overrunsAt = this.overrunsAt.filter((at) => at > pick - OVERRUN_WINDOW_PICKS);
     this.overrunsAt.push(pick);
@@ -41,6 +43,7 @@ export class PickBudget {
       this.suspendedUntil = clock() + SUSPENSION_MS;
       this.overrunsAt = [];
     }
-    return `pick took ${elapsedMs.toFixed(2)} ms (budget ${budgetMs} ms)${suspend ? `; suspended for ${SUSPENSION_MS / 1000} s` : ''}`;
+    const waited = waitedMs > 0 ? `, ${waitedMs.toFixed(2)} ms of it waiting for a CPU` : '';
+    return `pick took ${elapsedMs.toFixed(2)} ms (budget ${budgetMs} ms${waited})${suspend ? `; suspended for ${SUSPENSION_MS / 1000} s` : ''}`;
   }
 }

@@ -26,12 +26,12 @@ export function commit(decision: Decision, env: DecideEnv, hooks: CommitHooks = 
   const handles = decision.handles;
   if (handles) {
     const { chain: run, pool } = handles;
-    const { pickMs, budgetMs } = run;
+    const { pickMs, budgetMs, waitedMs } = run;
     for (const incident of run.incidents) hooks.onFault?.(pool, incident.strategy, incident.fault, incident.detail);
     for (let i = 0; i < pickMs.length; i++) {
       const elapsed = pickMs[i];
       if (Number.isNaN(elapsed)) continue;
-      const overrun = pool.chain[i].budget.count(elapsed, budgetMs, env.clock);
+      const overrun = pool.chain[i].budget.count(elapsed, waitedMs?.[i] ?? 0, budgetMs, env.clock);
       // A caged pick that timed out (Infinity) was reported as a timeout already: it only counts here.
       if (overrun && elapsed !== Infinity) hooks.onFault?.(pool, pool.chain[i].name, 'over_budget', overrun);
     }

@@ -117,7 +117,7 @@ export function decide(
   const routed = new Routed({ facts, settings: generation.settings, chosen: placed, tenant: tenant.id, priority, maxTokens, blockHashes: options.blockHashes });
   const replicaStep: ReplicaChoice = placed.pinned
     ? pinnedChoice(placed.pinned)
-    : chooseReplica(routed, placed.pool, placed.candidates, options.pickBudgetMs ?? 1, env.clock);
+    : chooseReplica(routed, placed.pool, placed.candidates, options.pickBudgetMs ?? 1, env.clock, env.threadWait);
   trace.replica = replicaStep.trace;
   const { replica, run: chain } = replicaStep;
 

@@ -45,6 +45,8 @@ export interface StrategyIncident {
 export interface ChainRun {
   readonly budgetMs: number;
   readonly pickMs: readonly number[];
+  /** Of an overrunning inline pick's time, what the router's thread waited for a CPU (core/decide/thread-wait.ts); absent when none was read. */
+  readonly waitedMs?: readonly number[];
   readonly incidents: readonly StrategyIncident[];
 }
 

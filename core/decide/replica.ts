@@ -5,7 +5,8 @@
 // caged (third-party) strategy that gives no answer in time, or is
 // quarantined, is skipped the same way. When every strategy passes, least
 // load. Pure: pick times are measured on the injected clock and left, with
-// faults, for commit() to count and report.
+// faults, for commit() to count and report; an inline pick that overran has
+// what the thread waited for a CPU meanwhile taken out (thread-wait.ts).
 import { candidatePositions, isPass, leastLoaded, type Alternative, type Candidate, type RoutedRequest } from '../../sdk/index.ts';
 import { CageSkip } from '../plugins/cage/skip.ts';
 import { cleanNote, cleanReason } from './reason.ts';
@@ -13,6 +14,7 @@ import type { Pool } from './generation.ts';
 import type { CandidateSet } from './candidates.ts';
 import type { ChainRun, StrategyIncident } from './decision.ts';
 import type { StepTrace, TraceAlternative } from './trace.ts';
+import type { ThreadWait } from './thread-wait.ts';
 
 export type StrategyFault = 'threw' | 'bad_answer' | 'over_budget' | 'timeout';
 
@@ -37,6 +39,7 @@ export function chooseReplica(
   { candidates, excluded, saturated, unsaturated: kept }: CandidateSet,
   budgetMs: number,
   clock: () => number,
+  threadWait?: ThreadWait,
 ): ReplicaChoice {
   // Usually nothing is saturated: then the candidates themselves (the kept, shared list), not a filtered copy; else the kept unsaturated list.
   const unsaturated = saturated > 0 ? (kept ?? candidates.filter((c) => !c.saturated)) : candidates;
@@ -50,6 +53,7 @@ export function chooseReplica(
   // Picks are timed only against a finite budget (the simulator and `explain` have none).
   const timed = budgetMs !== Infinity;
   const pickMs: number[] = [];
+  let waitedMs: number[] | undefined;
   let incidents = NO_INCIDENTS as StrategyIncident[];
   const chain = pool.chain;
   // The clock as read when the last pick returned, else NaN: the next pick starts there. A read costs
@@ -64,6 +68,7 @@ export function chooseReplica(
     const suspendedUntil = slot.budget.suspendedUntil;
     const started = timed ? (Number.isNaN(returnedAt) ? clock() : returnedAt) : 0;
     returnedAt = NaN;
+    if (timed && i === 0) threadWait?.sample(started);
     if (suspendedUntil > 0 && suspendedUntil > (timed ? started : clock())) {
       notes.push({ name: slot.name, note: 'skipped: suspended for overrunning its budget' });
       continue;
@@ -77,7 +82,7 @@ export function chooseReplica(
         if (error.fault === 'bad_answer' || error.fault === 'timeout') {
           (incidents === NO_INCIDENTS ? (incidents = []) : incidents).push({ strategy: slot.name, fault: error.fault, detail: cleanReason(error.message) });
         }
-        const suspends = error.fault === 'timeout' && timed && slot.budget.wouldSuspend(Infinity, budgetMs);
+        const suspends = error.fault === 'timeout' && timed && slot.budget.wouldSuspend(Infinity, 0, budgetMs);
         notes.push({ name: slot.name, note: suspends ? 'skipped: over budget 3 times, suspended' : `skipped: ${error.note}` });
         continue;
       }
@@ -89,10 +94,19 @@ export function chooseReplica(
       notes.push({ name: slot.name, note: 'skipped: threw' });
       continue;
     }
-    // A caged strategy reports its own time: the round trip to its worker is not its fault.
-    if (timed && slot.budget.wouldSuspend((pickMs[i] = (slot.instance as { lastPickMs?: number }).lastPickMs ?? (returnedAt = clock()) - started), budgetMs)) {
-      notes.push({ name: slot.name, note: 'skipped: over budget 3 times, suspended' });
-      continue;
+    if (timed) {
+      // A caged strategy reports its own time: the round trip to its worker is not its fault.
+      const caged = (slot.instance as { lastPickMs?: number }).lastPickMs;
+      const elapsed = (pickMs[i] = caged ?? (returnedAt = clock()) - started);
+      let waited = 0;
+      if (elapsed > budgetMs && caged === undefined && threadWait) {
+        waited = threadWait.waitedSinceSample(returnedAt);
+        (waitedMs ??= [])[i] = waited;
+      }
+      if (slot.budget.wouldSuspend(elapsed, waited, budgetMs)) {
+        notes.push({ name: slot.name, note: 'skipped: over budget 3 times, suspended' });
+        continue;
+      }
     }
     // Reading the answer runs the plugin's code too (a getter may throw): a fault of that strategy alone.
     try {
@@ -126,7 +140,7 @@ export function chooseReplica(
         replica: chosen,
         strategy: slot.name,
         trace: { decidedBy: slot.name, reason, facts, alternatives: notes },
-        run: chainRun(timed, budgetMs, pickMs, incidents),
+        run: chainRun(timed, budgetMs, pickMs, waitedMs, incidents),
       };
     } catch (error) {
       (incidents === NO_INCIDENTS ? (incidents = []) : incidents).push({
@@ -148,10 +162,17 @@ export function chooseReplica(
       facts,
       alternatives: [...notes, ...scores.map((s) => ({ name: s.replica, score: s.score }))],
     },
-    run: chainRun(timed, budgetMs, pickMs, incidents),
+    run: chainRun(timed, budgetMs, pickMs, waitedMs, incidents),
   };
 }
 
-function chainRun(timed: boolean, budgetMs: number, pickMs: readonly number[], incidents: readonly StrategyIncident[]): ChainRun {
+function chainRun(
+  timed: boolean,
+  budgetMs: number,
+  pickMs: readonly number[],
+  waitedMs: readonly number[] | undefined,
+  incidents: readonly StrategyIncident[],
+): ChainRun {
+  if (waitedMs) return { budgetMs, pickMs, waitedMs, incidents };
   return timed || incidents !== NO_INCIDENTS ? { budgetMs, pickMs, incidents } : UNTIMED;
 }
