@@ -4,7 +4,7 @@
 // too long to wait for, a tokenizer or template that throws or runs long, a
 // worker that died) the answer is a reason to use the estimate, never an
 // exception, and the request is routed.
-import { Worker, type WorkerOptions } from 'node:worker_threads';
+import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker, type WorkerOptions } from 'node:worker_threads';
 import { learnedBlockSizes, rememberBlockKeys } from '../fleet/kv-keys.ts';
 import type { CountJob } from './counter.ts';
 import { WarmHint } from './warm-hint.ts';
@@ -33,6 +33,8 @@ export const MAX_WARM_CHARS = 1_000_000;
 
 interface Pending {
   resolve(outcome: CountOutcome): void;
+  /** How long the request waits once its job is posted (undefined: no limit, or answered already). */
+  budgetMs?: number;
   timer?: NodeJS.Timeout;
 }
 
@@ -60,6 +62,8 @@ export class TokenizerService {
   restarts = 0;
   readonly #options: Required<TokenizerServiceOptions>;
   #worker?: Worker;
+  /** The worker's answers come on a port of their own, so a request's timer can take those already there (#timedOut). */
+  #answers?: MessagePort;
   /** The worker's running job and its start (core/tokens/worker.ts, WorkerProgress). */
   #progress = new BigInt64Array(new SharedArrayBuffer(16));
   readonly #folders = new Map<string, FolderState>();
@@ -121,13 +125,7 @@ export class TokenizerService {
         resolve(this.#fallback(this.#warming ? 'warming' : 'too_long'));
         // A cold long chat posted now will be encoded for its next turn: what is posted after it waits that long.
         if (!worthWaiting) this.#warming = true;
-      } else if (budgetMs !== Infinity) {
-        pending.timer = setTimeout(() => {
-          // The answer may still come: it warms the cache, and is dropped here.
-          pending.resolve = () => {};
-          resolve(this.#fallback('timeout'));
-        }, budgetMs);
-      }
+      } else if (budgetMs !== Infinity) pending.budgetMs = budgetMs; // its timer starts as the job is posted (#flush)
       this.#pending.set(id, pending);
       this.#post({ type: 'count', id, dir, job, waitChars, warmChars: MAX_WARM_CHARS, blockSizes: this.#blockSizes() });
     });
@@ -146,6 +144,7 @@ export class TokenizerService {
     this.#watchdog = undefined;
     const worker = this.#worker;
     this.#worker = undefined;
+    this.#closeAnswers();
     this.#outbox = [];
     this.#failAll('restarted');
     this.#folders.clear();
@@ -159,6 +158,7 @@ export class TokenizerService {
 
   #post(message: ToWorker): void {
     this.#ensureWorker().ref(); // something waits for it: the process must not exit under it
+    this.#answers?.ref();
     this.#outbox.push(message);
     if (!this.#flushScheduled) {
       this.#flushScheduled = true;
@@ -171,25 +171,56 @@ export class TokenizerService {
     this.#flushScheduled = false;
     const batch = this.#outbox;
     this.#outbox = [];
-    if (batch.length > 0) this.#worker?.postMessage(batch);
+    if (batch.length === 0 || !this.#worker) return;
+    this.#worker.postMessage(batch);
+    // The wait is the worker's time: what the router's own thread did before this turn's jobs went is not counted in it.
+    for (const message of batch) {
+      if (message.type !== 'count') continue;
+      const pending = this.#pending.get(message.id);
+      if (pending?.budgetMs !== undefined) pending.timer = setTimeout(this.#timedOut, pending.budgetMs, message.id);
+    }
+  };
+
+  /**
+   * A request's wait ran out. Answers the worker posted meanwhile may still wait in the port's queue (the event loop
+   * runs timers before it reads messages, and a busy or descheduled router thread finds both due at once): those are
+   * taken first, so that only a job the worker has not answered goes on with the estimate.
+   */
+  readonly #timedOut = (id: number): void => {
+    const answers = this.#answers;
+    for (let received = answers && receiveMessageOnPort(answers); received; received = answers && receiveMessageOnPort(answers))
+      this.#onBatch(received.message as readonly FromWorker[]);
+    const pending = this.#pending.get(id);
+    if (pending === undefined) return;
+    // The answer may still come: it warms the cache, and is dropped here. The job stays pending, for the stuck-job watchdog.
+    const resolve = pending.resolve;
+    pending.resolve = () => {};
+    resolve(this.#fallback('timeout'));
+  };
+
+  readonly #onBatch = (batch: readonly FromWorker[]): void => {
+    for (const message of batch) this.#onMessage(message);
   };
 
   /** Idle, the worker must not keep the process alive. */
   #unrefWhenIdle(): void {
-    if (this.#pending.size === 0 && this.#loading.size === 0) this.#worker?.unref();
+    if (this.#pending.size !== 0 || this.#loading.size !== 0) return;
+    this.#worker?.unref();
+    this.#answers?.unref();
   }
 
   #ensureWorker(): Worker {
     if (this.#worker) return this.#worker;
     // The router's environment holds its secrets (the admin token): none of it goes in.
     const progress = new SharedArrayBuffer(16);
-    const workerData: WorkerProgress = { cacheBytes: this.#options.cacheBytes, progress };
-    const worker = newWorker({ workerData, name: 'switchyard tokenizer', env: {} });
+    const { port1: answers, port2: answerPort } = new MessageChannel();
+    const workerData: WorkerProgress = { cacheBytes: this.#options.cacheBytes, progress, answers: answerPort };
+    const worker = newWorker({ workerData, transferList: [answerPort], name: 'switchyard tokenizer', env: {} });
     this.#progress = new BigInt64Array(progress);
     worker.unref();
-    worker.on('message', (batch: readonly FromWorker[]) => {
-      for (const message of batch) this.#onMessage(message);
-    });
+    answers.on('message', this.#onBatch);
+    answers.unref();
+    this.#answers = answers;
     worker.on('error', (error) => this.#restart(worker, error.message));
     worker.on('exit', (code) => this.#restart(worker, `exited with code ${code}`));
     this.#worker = worker;
@@ -237,6 +268,7 @@ export class TokenizerService {
   #restart(worker: Worker, why: string): void {
     if (this.#worker !== worker) return;
     this.#worker = undefined;
+    this.#closeAnswers();
     this.#outbox = []; // its jobs are failed below, its loads posted again
     this.#warming = false;
     this.restarts++;
@@ -259,6 +291,12 @@ export class TokenizerService {
       void this.load(dir).then(resolve);
     }
     for (const dir of dirs) void this.load(dir);
+  }
+
+  /** The gone worker's port: nothing more is read from it. */
+  #closeAnswers(): void {
+    this.#answers?.close();
+    this.#answers = undefined;
   }
 
   #failAll(reason: FallbackReason): void {

@@ -5,7 +5,7 @@
 // turn of its event loop, and the answers of the jobs the worker ran since it
 // last posted (docs/tokens.md, "Speed": a message costs far more than its
 // content).
-import { parentPort, workerData } from 'node:worker_threads';
+import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import { blockKeysOf } from '../fleet/kv-keys.ts';
 import { FolderCounter, type CountJob, type CountPlan } from './counter.ts';
 import { loadTokenizerFolder } from './folder.ts';
@@ -44,16 +44,19 @@ export type FromWorker =
   | { readonly type: 'warmed' };
 
 /**
- * What the worker shares with the router's thread without a message: the running job's id (0 when none) and when it
- * started (ms, timeOrigin-based), for the stuck-job watchdog. A message per job would wake the router's thread once more.
+ * The worker's data. `progress` is what it shares with the router's thread without a message: the running job's id
+ * (0 when none) and when it started (ms, timeOrigin-based), for the stuck-job watchdog. A message per job would wake
+ * the router's thread once more.
  */
 export interface WorkerProgress {
   readonly cacheBytes: number;
   /** BigInt64Array over it: [job id, started at]. */
   readonly progress: SharedArrayBuffer;
+  /** Where the answers go (FromWorker batches): a port of their own, which the router's thread can also read synchronously. */
+  readonly answers: MessagePort;
 }
 
-const { cacheBytes, progress: progressBuffer } = workerData as WorkerProgress;
+const { cacheBytes, progress: progressBuffer, answers: answerPort } = workerData as WorkerProgress;
 const progress = new BigInt64Array(progressBuffer);
 const counters = new Map<string, FolderCounter>();
 const port = parentPort!;
@@ -101,7 +104,7 @@ function flush(): void {
   const transfer = transfers;
   answers = [];
   transfers = [];
-  port.postMessage(batch, transfer);
+  answerPort.postMessage(batch, transfer);
 }
 
 port.on('message', (batch: readonly ToWorker[]) => {
