@@ -24,8 +24,18 @@ const MIN_REMEMBERED_CHARS = 128;
 /** An entry's share when the message has a fraction-charged character: never added (the sums below are used instead). */
 const FRACTIONAL = -1;
 
+/** Role headers (`<|user|>`) whose charge is remembered, at most, each up to HEADER_CHARS long: the map starts afresh when full. */
+const HEADERS = 64;
+const HEADER_CHARS = 64;
+
 class Remembered {
   readonly slots = new MessageSlots(ENTRIES);
+  /**
+   * A role header's charge (its `\n` left to the content), when every
+   * character of it is charged a whole token: a handful of roles come again
+   * in every request, and a walk of ten characters costs more than a lookup.
+   */
+  readonly headerShares = new Map<string, number>();
   /** A FRACTIONAL entry's walk: the sum it started from and the sum it ended at. */
   readonly fromSums = new Float64Array(ENTRIES);
   readonly toSums = new Float64Array(ENTRIES);
@@ -37,7 +47,7 @@ const byEstimator = new WeakMap<CharacterClassEstimator, Remembered>();
 export function chatEstimate(chat: RenderedChat, estimator: CharacterClassEstimator): number {
   let remembered = byEstimator.get(estimator);
   if (remembered === undefined) byEstimator.set(estimator, (remembered = new Remembered()));
-  const { slots, fromSums, toSums } = remembered;
+  const { slots, fromSums, toSums, headerShares } = remembered;
   const { text, contents, headers } = chat;
   const rate = estimator.latinCharsPerToken;
   const out = { fractional: false };
@@ -48,10 +58,21 @@ export function chatEstimate(chat: RenderedChat, estimator: CharacterClassEstima
   for (let i = 0; i < contents.length; i++) {
     const content = contents[i];
     // `<|role|>`, then `\n` + content + `\n`: each part ends a run (`>` then a line end; a line end then `<`).
+    // While the sum is whole, a remembered header's share adds exactly, as a long message's does.
     const headerEnd = at + headers[i].length - 1;
     const end = headerEnd + content.length + 2;
-    tokens = chargeRange(text, at, headerEnd, tokens, rate, out);
-    if (out.fractional) whole = false;
+    const header = headers[i];
+    const headerShare = whole ? headerShares.get(header) : undefined;
+    if (headerShare !== undefined) tokens += headerShare;
+    else {
+      const before = tokens;
+      tokens = chargeRange(text, at, headerEnd, tokens, rate, out);
+      if (out.fractional) whole = false;
+      else if (whole && header.length <= HEADER_CHARS) {
+        if (headerShares.size >= HEADERS) headerShares.clear();
+        headerShares.set(header, tokens - before);
+      }
+    }
     at = end;
     if (content.length < MIN_REMEMBERED_CHARS) {
       tokens = chargeRange(text, headerEnd, end, tokens, rate, out);

@@ -65,7 +65,10 @@ export function contentsLookLikeCode(contents: readonly string[]): boolean {
       const c = content.charCodeAt(first);
       if (pending === Pending.Any || c === (pending === Pending.Brace ? 123 /* { */ : 40) /* ( */) return looksLikeCode(joinedLines(contents));
     }
-    const scanned = chars >= MIN_REMEMBERED_CHARS ? rememberedScan(content, chars) : scan(chars === content.length ? content : content.slice(0, chars));
+    const short = chars < MIN_REMEMBERED_CHARS;
+    // The last message's scan needs no pending mark (nothing follows it): scanForCode alone (a short one's is not remembered).
+    if (short && m === contents.length - 1) return scanForCode(chars === content.length ? content : content.slice(0, chars));
+    const scanned = short ? scan(chars === content.length ? content : content.slice(0, chars)) : rememberedScan(content, chars);
     if (scanned === CODE) return true;
     pending = scanned;
   }

@@ -36,7 +36,7 @@ export function renderChat(messages: readonly { role: string; content?: unknown 
   const contents: string[] = [];
   const parts: string[] = [];
   for (const message of messages) {
-    const header = `<|${message.role}|>\n`;
+    const header = roleHeader(message.role);
     const content = contentText(message.content);
     headers.push(header);
     contents.push(content);
@@ -44,6 +44,23 @@ export function renderChat(messages: readonly { role: string; content?: unknown 
   }
   // Joined, the text is one flat string: the passes over it (estimate, hashes, rules) read it directly, not through a chain of concatenations.
   return { text: parts.join(''), headers, contents };
+}
+
+/** Role headers made already: a few roles recur in every request (the memo starts afresh when full). */
+const roleHeaders = new Map<string, string>();
+const MAX_ROLES = 64;
+const MAX_ROLE_CHARS = 64;
+
+/** `<|role|>\n`, the same string for a recurring role: no new string per message, and its hash is kept for the lookups that key by it. */
+function roleHeader(role: string): string {
+  const known = roleHeaders.get(role);
+  if (known !== undefined) return known;
+  const header = `<|${role}|>\n`;
+  if (typeof role === 'string' && role.length <= MAX_ROLE_CHARS) {
+    if (roleHeaders.size >= MAX_ROLES) roleHeaders.clear();
+    roleHeaders.set(role, header);
+  }
+  return header;
 }
 
 /** A completions prompt: a string, strings, or token ids. */

@@ -1,8 +1,8 @@
 // What a request tells the router, from its headers and OpenAI body: the
 // facts every decision starts from. Transport-agnostic: serve, explain and
 // the simulator build them the same way.
-import { hash } from 'node:crypto';
 import { Ajv, type ValidateFunction } from 'ajv';
+import { apiKeyHeaderHash, bearerKeyHash } from './api-key.ts';
 import { parsePriorityHeader } from './priority.ts';
 import { rejection, type Rejection } from '../errors.ts';
 import { contentsLookLikeCode, looksLikeCode } from './code.ts';
@@ -88,9 +88,7 @@ function quoted(value: string): string {
   return (value.length > 64 ? `${value.slice(0, 64)}…` : value).replace(/[^\x20-\x7e…]/g, '?');
 }
 
-export function sha256Hex(text: string): string {
-  return hash('sha256', text, 'hex'); // one-shot: half the cost of a Hash object per request
-}
+export { sha256Hex } from './api-key.ts';
 
 function header(headers: RequestInput['headers'], name: string): string | undefined {
   const value = headers[name];
@@ -138,13 +136,12 @@ export function requestFacts(input: RequestInput, options: FactsOptions = {}): R
   const authorization = input.apiKeyHash === undefined ? header(input.headers, 'authorization') : undefined;
   let apiKeyHash = input.apiKeyHash;
   if (authorization !== undefined && authorization !== '') {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-    if (!match) return rejection('invalid_api_key', 'The Authorization header must be "Bearer <api key>".');
-    apiKeyHash = sha256Hex(match[1]);
+    apiKeyHash = bearerKeyHash(authorization);
+    if (apiKeyHash === undefined) return rejection('invalid_api_key', 'The Authorization header must be "Bearer <api key>".');
   } else if (input.apiKeyHash === undefined) {
     // Anthropic's clients send their key as x-api-key.
     const anthropicKey = header(input.headers, 'x-api-key');
-    if (anthropicKey) apiKeyHash = sha256Hex(anthropicKey.trim());
+    if (anthropicKey) apiKeyHash = apiKeyHeaderHash(anthropicKey);
   }
 
   const priorityHeader = header(input.headers, 'x-priority');

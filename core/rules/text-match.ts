@@ -58,9 +58,58 @@ interface Ending {
   readonly wordEnd: boolean;
 }
 
-/** Keyword sets this small are looked for with String#indexOf before the automaton (KeywordSet.foundByIndexOf). */
+/** Keyword sets this small are looked for with String#indexOf before the automaton (KeywordSet.foundByAnchor). */
 const FEW_KEYWORDS = 8;
-const MAX_PLACES = 32;
+/**
+ * What an anchored look may spend before it leaves the text to the automaton: a unit a
+ * character compared and PLACE_UNITS a place the anchor was found, up to the text's length
+ * and SPARE_UNITS, so that a text full of near-matches costs about what the automaton's one
+ * pass costs on top of it.
+ */
+const PLACE_UNITS = 16;
+const SPARE_UNITS = 512;
+/**
+ * ASCII characters from the rarest in prose to the most common: a keyword is
+ * looked for by its rarest character (found natively, a single character is
+ * a fast search), then checked around it. Others are rarer than all of these
+ * (`+`, `#`, `_`), but for the space and prose's punctuation, most common of all.
+ */
+const BY_RARITY = 'zqxj0123456789kvbpygfwmucldrhsnioate';
+const PROSE_MARKS = ' \n\t\r.,-\'"';
+
+/** A keyword's place in BY_RARITY's order: lower is rarer. */
+function rarity(c: number): number {
+  const at = BY_RARITY.indexOf(String.fromCharCode(c));
+  if (at >= 0) return at;
+  return PROSE_MARKS.includes(String.fromCharCode(c)) ? BY_RARITY.length : -1;
+}
+
+/** A keyword of a few, lower case, with its edges and the offset of its rarest character. */
+interface Anchored extends Ending {
+  readonly word: string;
+  readonly offset: number;
+}
+
+/** The keywords whose rarest character is one character (`lower`, and `upper` when it is a letter). */
+interface AnchorGroup {
+  readonly lower: string;
+  readonly upper: string | undefined;
+  readonly keywords: readonly Anchored[];
+}
+
+function anchorGroups(keywords: readonly string[]): AnchorGroup[] {
+  const groups = new Map<string, Anchored[]>();
+  for (const k of keywords) {
+    const word = k.replace(/[A-Z]/g, (c) => c.toLowerCase());
+    let offset = 0;
+    for (let i = 1; i < word.length; i++) if (rarity(word.charCodeAt(i)) < rarity(word.charCodeAt(offset))) offset = i;
+    const anchor = word[offset];
+    const group = groups.get(anchor) ?? [];
+    group.push({ word, offset, length: k.length, wordStart: isWordCode(k.charCodeAt(0)), wordEnd: isWordCode(k.charCodeAt(k.length - 1)) });
+    groups.set(anchor, group);
+  }
+  return [...groups].map(([anchor, group]) => ({ lower: anchor, upper: anchor >= 'a' && anchor <= 'z' ? anchor.toUpperCase() : undefined, keywords: group }));
+}
 
 const isWordCode = (c: number) => (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95;
 const lower = (c: number) => (c >= 65 && c <= 90 ? c + 32 : c);
@@ -83,8 +132,8 @@ class KeywordSet {
   private readonly ascii: Int32Array | undefined;
   /** 1 where a state ends a keyword: the common case, none, is one byte read. */
   private readonly ending: Uint8Array;
-  /** A few ASCII keywords, lower case, with their edges: looked for with String#indexOf first (`foundByIndexOf`). */
-  private readonly few: readonly (Ending & { readonly word: string })[] | undefined;
+  /** A few ASCII keywords, lower case, with their edges, by their rarest character: looked for with String#indexOf first (`foundByAnchor`). */
+  private readonly few: readonly AnchorGroup[] | undefined;
 
   constructor(keywords: readonly string[]) {
     for (const keyword of keywords) {
@@ -135,18 +184,13 @@ class KeywordSet {
     }
     this.ending = Uint8Array.from(this.ends, (ends) => (ends.length === 0 ? 0 : 1));
     if (this.ascii && keywords.length <= FEW_KEYWORDS) {
-      this.few = keywords.map((k) => ({
-        word: k.replace(/[A-Z]/g, (c) => c.toLowerCase()),
-        length: k.length,
-        wordStart: isWordCode(k.charCodeAt(0)),
-        wordEnd: isWordCode(k.charCodeAt(k.length - 1)),
-      }));
+      this.few = anchorGroups(keywords);
     }
   }
 
   foundIn(text: string): boolean {
     if (this.few !== undefined) {
-      const found = this.foundByIndexOf(text, this.few);
+      const found = this.foundByAnchor(text, this.few);
       if (found !== undefined) return found;
     }
     const ascii = this.ascii;
@@ -171,30 +215,40 @@ class KeywordSet {
   }
 
   /**
-   * The automaton's answer for a few ASCII keywords, found natively: the text
-   * lower-cased once (when that keeps every character in its place), each
-   * keyword looked for with String#indexOf, and each place found checked as
+   * The automaton's answer for a few ASCII keywords, found natively: each
+   * keyword's rarest character looked for with String#indexOf (in both cases
+   * when it is a letter), and the keyword checked around each place found as
    * the automaton would (ASCII case folding only, whole words). The automaton
-   * reads the text a character at a time in JavaScript, ~2 µs for a 1 KB
-   * prompt. Undefined (ask the automaton) past MAX_PLACES places that are not
-   * a match, so that a text full of near-matches costs no more than before.
+   * reads the text a character at a time in JavaScript (~2 µs for a 1 KB
+   * prompt); looking for whole keywords with indexOf in the text lower-cased
+   * cost more (4.5 µs for bench:decide's six in its 1 KB prompt: a search for
+   * a short word stops at every place its common first letter is). Undefined
+   * (ask the automaton) once the places found cost more than the text's
+   * length (PLACE_UNITS), so that a text full of near-matches costs about one
+   * more pass.
    */
-  private foundByIndexOf(text: string, few: readonly (Ending & { readonly word: string })[]): boolean | undefined {
-    const lowered = text.toLowerCase();
-    // A character lower-cased into two (İ) moves the rest: the places would not be the text's.
-    if (lowered.length !== text.length) return undefined;
-    let places = 0;
-    for (const keyword of few) {
-      for (let at = lowered.indexOf(keyword.word); at >= 0; at = lowered.indexOf(keyword.word, at + 1)) {
-        if (this.matchesAt(text, at, keyword)) return true;
-        if (++places > MAX_PLACES) return undefined;
+  private foundByAnchor(text: string, groups: readonly AnchorGroup[]): boolean | undefined {
+    let units = text.length + SPARE_UNITS;
+    for (const group of groups) {
+      for (let pass = 0; pass < 2; pass++) {
+        const anchor = pass === 0 ? group.lower : group.upper;
+        if (anchor === undefined) break;
+        for (let at = text.indexOf(anchor); at >= 0; at = text.indexOf(anchor, at + 1)) {
+          units -= PLACE_UNITS;
+          for (const keyword of group.keywords) {
+            const start = at - keyword.offset;
+            if (start >= 0 && start + keyword.word.length <= text.length && this.matchesAt(text, start, keyword)) return true;
+            units -= keyword.word.length;
+          }
+          if (units < 0) return undefined;
+        }
       }
     }
     return false;
   }
 
   /** `keyword` at text[at], ASCII letters in any case (Kelvin's K lower-cases to k, yet is not one), as a whole word. */
-  private matchesAt(text: string, at: number, keyword: Ending & { readonly word: string }): boolean {
+  private matchesAt(text: string, at: number, keyword: Anchored): boolean {
     const { word } = keyword;
     for (let k = 0; k < word.length; k++) if (lower(text.charCodeAt(at + k)) !== word.charCodeAt(k)) return false;
     const end = at + word.length;

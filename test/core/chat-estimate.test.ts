@@ -48,7 +48,8 @@ test('over random conversations in every script, asked repeatedly: the same coun
     for (let round = 0; round < 3000; round++) {
       const count = 1 + Math.floor(random() * 6);
       const messages = Array.from({ length: count }, () => {
-        const role = ['system', 'user', 'assistant', 'tool'][Math.floor(random() * 4)];
+        // Role headers' charges are remembered while whole: roles charged in fractions, and one too long to remember, too.
+        const role = ['system', 'user', 'assistant', 'tool', '用户', 'ユーザー', 'r'.repeat(70)][Math.floor(random() * 7)];
         const content =
           random() < 0.5 ? recurring[Math.floor(random() * recurring.length)] : random() < 0.2 ? '' : randomText(random, 1 + Math.floor(random() * 30));
         // Content as parts sometimes: joined, the same text.
