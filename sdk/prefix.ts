@@ -47,17 +47,29 @@ export function prefixHashes(text: string, seed: string, blockChars = DEFAULT_PR
     hashBlocks(text, blockChars, 0, blocks, seedHash, out);
     return out;
   }
-  // The first block names the slot: a prompt that begins as one hashed lately may share more with it.
-  out[0] = mixHashes(seedHash, hashRange(text, 0, blockChars));
-  const slot = out[0] & (REMEMBERED_SLOTS - 1);
-  const shared = recall(remembered[slot], text, seed, blockChars, blocks, out);
+  // A few of the first block's characters and the seed name the slot: a prompt that begins as one hashed
+  // lately may share more with it, and takes even its first block's hash from it.
+  const key = slotKey(text, blockChars, seedHash);
+  const entry = remembered[key & (REMEMBERED_SLOTS - 1)];
+  const shared = recall(entry, key, text, seed, blockChars, blocks, out);
   if (shared < blocks) {
-    const from = Math.max(1, shared);
-    if (blocks - from <= FEW_BLOCKS) for (let i = from; i < blocks; i++) out[i] = mixHashes(out[i - 1], hashRange(text, i * blockChars, (i + 1) * blockChars));
-    else hashBlocks(text, blockChars, from, blocks, out[from - 1], out);
-    remember(remembered[slot], text, seed, blockChars, blocks, out);
+    if (shared === 0) hashBlocks(text, blockChars, 0, blocks, seedHash, out);
+    else if (blocks - shared <= FEW_BLOCKS) for (let i = shared; i < blocks; i++) out[i] = mixHashes(out[i - 1], hashRange(text, i * blockChars, (i + 1) * blockChars));
+    else hashBlocks(text, blockChars, shared, blocks, out[shared - 1], out);
+    remember(entry, key, text, seed, blockChars, blocks, out);
   }
   return out;
+}
+
+/**
+ * A remembered prompt's key: eight characters spread over the first block, mixed with the seed's hash.
+ * Reading them costs a fraction of hashing the block (~60 instructions a pair of characters); prompts
+ * that begin alike share a key, and what they share is then found by comparing them.
+ */
+function slotKey(text: string, blockChars: number, seedHash: number): number {
+  let h = 0;
+  for (let j = 0; j < 8; j++) h = Math.imul(h ^ text.charCodeAt(blockChars - 1 - ((j * blockChars) >>> 3)), 0x01000193);
+  return mixHashes(seedHash, h);
 }
 
 /**
@@ -134,7 +146,7 @@ function hashFourBlocks(buffer: Int32Array, start: number, words: number): void 
 // not hashed again: comparing characters is a native memory compare, about
 // twenty times cheaper than hashing them. A prompt's hashes are what hashing
 // it gives, remembered or not. One prompt per slot, the slot named by the
-// first block's hash; a newer prompt that adds blocks takes it.
+// key (slotKey); a newer prompt that adds blocks takes it.
 const REMEMBERED_SLOTS = 128;
 /** Shorter prompts cost less to hash than to look up. */
 const MIN_REMEMBERED_BLOCKS = 8;
@@ -143,6 +155,8 @@ const MAX_REMEMBERED_CHARS = 16_384;
 
 /** A slot: its arrays are reused by the prompts that take it. */
 class Remembered {
+  /** slotKey of the prompt. */
+  key = 0;
   seed = '';
   blockChars = 0;
   /** The prompt (or a copy of its hashed part): its first `blocks` blocks were hashed. */
@@ -154,13 +168,13 @@ class Remembered {
 const remembered: Remembered[] = Array.from({ length: REMEMBERED_SLOTS }, () => new Remembered());
 
 /**
- * How many leading blocks `text` shares with the remembered prompt (out[0]
- * is hashed already), their hashes copied into `out`. Most often it shares
- * all the blocks both have, or all but the last few (a new question after
- * the same document): those are tried first, then halved.
+ * How many leading blocks `text` shares with the remembered prompt, their
+ * hashes copied into `out`. Most often it shares all the blocks both have,
+ * or all but the last few (a new question after the same document): those
+ * are tried first, then halved.
  */
-function recall(entry: Remembered, text: string, seed: string, blockChars: number, blocks: number, out: number[]): number {
-  if (entry.blocks === 0 || entry.hashes[0] !== out[0] || entry.seed !== seed || entry.blockChars !== blockChars) return 0;
+function recall(entry: Remembered, key: number, text: string, seed: string, blockChars: number, blocks: number, out: number[]): number {
+  if (entry.blocks === 0 || entry.key !== key || entry.seed !== seed || entry.blockChars !== blockChars) return 0;
   const most = Math.min(blocks, entry.blocks);
   let good = 0; // blocks known shared
   let bad = most + 1; // blocks known not shared (most + 1: none known)
@@ -176,7 +190,7 @@ function recall(entry: Remembered, text: string, seed: string, blockChars: numbe
     if (samePrefix(text, entry.text, mid * blockChars)) good = mid;
     else bad = mid;
   }
-  for (let i = 1; i < good; i++) out[i] = entry.hashes[i];
+  for (let i = 0; i < good; i++) out[i] = entry.hashes[i];
   return good;
 }
 
@@ -185,8 +199,9 @@ function samePrefix(a: string, b: string, chars: number): boolean {
   return (chars === a.length ? a : a.substring(0, chars)) === (chars === b.length ? b : b.substring(0, chars));
 }
 
-function remember(entry: Remembered, text: string, seed: string, blockChars: number, blocks: number, out: readonly number[]): void {
+function remember(entry: Remembered, key: number, text: string, seed: string, blockChars: number, blocks: number, out: readonly number[]): void {
   const chars = blocks * blockChars;
+  entry.key = key;
   entry.seed = seed;
   entry.blockChars = blockChars;
   // A slice would keep all of a long prompt alive: past twice the hashed part, a copy of that part (flattening the pair copies it).
