@@ -54,8 +54,8 @@ export function prefixHashes(text: string, seed: string, blockChars = DEFAULT_PR
   const shared = recall(entry, key, text, seed, blockChars, blocks, out);
   if (shared < blocks) {
     if (shared === 0) hashBlocks(text, blockChars, 0, blocks, seedHash, out);
-    else if (blocks - shared <= FEW_BLOCKS) for (let i = shared; i < blocks; i++) out[i] = mixHashes(out[i - 1], hashRange(text, i * blockChars, (i + 1) * blockChars));
-    else hashBlocks(text, blockChars, shared, blocks, out[shared - 1], out);
+    else if (blocks - shared > FEW_BLOCKS) hashBlocks(text, blockChars, shared, blocks, out[shared - 1], out);
+    else for (let i = shared; i < blocks; i++) out[i] = mixHashes(out[i - 1], hashRange(text, i * blockChars, (i + 1) * blockChars));
     remember(entry, key, text, seed, blockChars, blocks, out);
   }
   return out;
