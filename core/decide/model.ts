@@ -25,6 +25,11 @@ function mayUse(tenant: Tenant, model: string): boolean {
   return !tenant.allowedModels || tenant.allowedModels.has(model);
 }
 
+/** Why a cascade rule's target cannot take the request: the tenant may not use that model. */
+function tenantRefusal(target: string, tenant: Tenant): string | null {
+  return mayUse(tenant, target) ? null : `tenant ${tenant.id} may not use ${target}`;
+}
+
 export function firstAllowed(tenant: Tenant, models: readonly string[]): string | undefined {
   for (const model of models) if (mayUse(tenant, model)) return model;
   return undefined;
@@ -57,7 +62,7 @@ export function resolveModel(
     reason = `alias "${alias.name}" → ${modelId}`;
   } else if (alias?.cascade) {
     const cascade = alias.cascade;
-    const match = firstMatch(cascade.rules, ruleFacts, (target) => (mayUse(tenant, target) ? null : `tenant ${tenant.id} may not use ${target}`));
+    const match = firstMatch(cascade.rules, ruleFacts, tenantRefusal, tenant);
     alternatives = match.skipped.map((s) => ({ name: s.rule, note: s.why }));
     if (match.rule) {
       modelId = match.rule.target;

@@ -9,8 +9,7 @@ import type { StepTrace } from './trace.ts';
 export function choosePool(model: string, modelVersion: ModelVersion, ruleFacts: Facts, requiredTokens: number, snapshot: Generation): StepResult<Pool> {
   const version = modelVersion.version;
   const pools = snapshot.poolsOfVersion.get(modelVersion) ?? NO_POOLS;
-  const match = firstMatch(snapshot.poolRules.rules, ruleFacts, (name) => (poolNamed(pools, name) ? null : `${model}@${version} has no ${name} pool`));
-  const alternatives = match.skipped.map((s) => ({ name: s.rule, note: s.why }));
+  const match = firstMatch(snapshot.poolRules.rules, ruleFacts, poolRefusal, { pools, model, version });
 
   // The pool's shared steps, made when the snapshot was compiled (derived.ts).
   let pool: Pool;
@@ -24,7 +23,8 @@ export function choosePool(model: string, modelVersion: ModelVersion, ruleFacts:
     plain = fallback ? snapshot.poolSteps.get(pool)!.byDefault : snapshot.poolSteps.get(pool)!.onlyPool;
   }
   const tooLong = pool.maxModelLen !== undefined && requiredTokens > pool.maxModelLen;
-  if (alternatives.length === 0 && !tooLong) return { ok: true, value: pool, trace: plain };
+  if (match.skipped.length === 0 && !tooLong) return { ok: true, value: pool, trace: plain };
+  const alternatives = match.skipped.map((s) => ({ name: s.rule, note: s.why }));
   let decidedBy = plain.decidedBy;
   let reason = plain.reason;
 
@@ -55,6 +55,11 @@ export function choosePool(model: string, modelVersion: ModelVersion, ruleFacts:
 }
 
 const NO_POOLS: readonly Pool[] = Object.freeze([]);
+
+/** Why a pool rule's target cannot take the request: the chosen version has no pool of that name. */
+function poolRefusal(name: string, on: { readonly pools: readonly Pool[]; readonly model: string; readonly version: string }): string | null {
+  return poolNamed(on.pools, name) ? null : `${on.model}@${on.version} has no ${name} pool`;
+}
 
 // Module-level rather than a closure in choosePool: tsx (esbuild keepNames) would name a new closure every request.
 function poolNamed(pools: readonly Pool[], name: string): Pool | undefined {

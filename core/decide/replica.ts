@@ -44,7 +44,7 @@ export function chooseReplica(
   // Usually nothing is saturated: then the candidates themselves (the kept, shared list), not a filtered copy; else the kept unsaturated list.
   const unsaturated = saturated > 0 ? (kept ?? candidates.filter((c) => !c.saturated)) : candidates;
   const preferred = unsaturated.length > 0 ? unsaturated : candidates;
-  const notes: TraceAlternative[] = excluded.map((e) => ({ ...e, note: `excluded: ${e.note}` }));
+  const notes: TraceAlternative[] = excluded.length === 0 ? [] : excluded.map((e) => ({ ...e, note: `excluded: ${e.note}` }));
   if (unsaturated.length > 0 && unsaturated.length < candidates.length) {
     for (const c of candidates)
       if (c.saturated) notes.push({ name: c.id, note: `deprioritized: saturated (kv ${c.signals.kvUsage.toFixed(2)}, queue ${c.signals.queueDepth})` });
@@ -132,7 +132,8 @@ export function chooseReplica(
         score: a.score,
         note: a.note === undefined ? undefined : cleanNote(a.note),
       }));
-      const reason = cleanReason(result.reason);
+      // A strategy's reason recurs too (session-affinity keeps each owner's): cleanNote, which answers as cleanReason.
+      const reason = cleanNote(result.reason);
       if (timed) for (let j = i + 1; j < chain.length; j++) pickMs.push(NaN);
       // After the chain's notes, as a spread would put them (a hole read as undefined), without a third array.
       for (let k = 0; k < alternatives.length; k++) notes.push(alternatives[k]);

@@ -34,16 +34,17 @@ export interface RenderedChat {
 export function renderChat(messages: readonly { role: string; content?: unknown }[]): RenderedChat {
   const headers: string[] = [];
   const contents: string[] = [];
-  const parts: string[] = [];
+  let text = '';
   for (const message of messages) {
     const header = roleHeader(message.role);
     const content = contentText(message.content);
     headers.push(header);
     contents.push(content);
-    parts.push(header, content, '\n');
+    text = text + header + content + '\n';
   }
-  // Joined, the text is one flat string: the passes over it (estimate, hashes, rules) read it directly, not through a chain of concatenations.
-  return { text: parts.join(''), headers, contents };
+  // Concatenated, not joined from an array of the parts (0.75x the time for bench:decide's chat): V8 makes the
+  // text one flat string in place on its first read, once, and the passes over it (estimate, hashes, rules) then read that.
+  return { text, headers, contents };
 }
 
 /** Role headers made already: a few roles recur in every request (the memo starts afresh when full). */

@@ -194,14 +194,27 @@ export function compileRuleSet<Target = string>(
   return { rules: compiled.map((c) => c.rule) };
 }
 
-/** The first rule that matches and whose target `accept` takes (first match wins). */
-export function firstMatch<Target>(set: RuleSet<Target>, facts: Facts, accept?: (target: Target) => string | null): RuleMatch<Target> {
+const NO_SKIPS: RuleMatch<never>['skipped'] = Object.freeze([]);
+const NO_MATCH: RuleMatch<never> = Object.freeze({ skipped: NO_SKIPS });
+
+/**
+ * The first rule that matches and whose target `accept` takes (first match
+ * wins). `accept` gets `context` as its second argument, so that a caller
+ * need not make a closure per request. Most requests match no rule, or one
+ * with nothing skipped: then a shared, frozen answer or list, not new ones.
+ */
+export function firstMatch<Target, Context = undefined>(
+  set: RuleSet<Target>,
+  facts: Facts,
+  accept?: (target: Target, context: Context) => string | null,
+  context?: Context,
+): RuleMatch<Target> {
   let skipped: { rule: string; why: string }[] | undefined;
   for (const rule of set.rules) {
     if (!rule.test(facts)) continue;
-    const refusal = accept?.(rule.target) ?? null;
-    if (refusal === null) return { rule, skipped: skipped ?? [] };
+    const refusal = accept?.(rule.target, context as Context) ?? null;
+    if (refusal === null) return { rule, skipped: skipped ?? NO_SKIPS };
     (skipped ??= []).push({ rule: rule.name, why: refusal });
   }
-  return { skipped: skipped ?? [] };
+  return skipped === undefined ? NO_MATCH : { skipped };
 }
