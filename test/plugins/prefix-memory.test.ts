@@ -28,6 +28,8 @@ const step = fc.record({
   kv: fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { minLength: 8, maxLength: 8 }),
   routedTo: fc.integer({ min: 0, max: REPLICAS.length - 1 }),
   reload: fc.integer({ min: 0, max: 40 }),
+  /** 0: the last frozen list again, its signals changed in place (the router's kept list); 1: a new frozen list; 2: a list not frozen. */
+  list: fc.integer({ min: 0, max: 2 }),
 });
 const config = fc.record({
   release_threshold: fc.constantFrom(0.5, 0.85, 1),
@@ -45,13 +47,21 @@ function hashesOf(p: { root: number; shared: number; branch: number; own: number
   return hashes;
 }
 
-test('prefix-affinity answers every pick as the Map-based memory did (evictions, holder caps, reloads)', () => {
+test('prefix-affinity answers every pick as the Map-based memory did (evictions, holder caps, reloads, kept lists)', () => {
   fc.assert(
     fc.property(config, fc.array(step, { minLength: 1, maxLength: 200 }), (cfg, steps) => {
       let current: StrategyInstance = prefixAffinity.create(cfg, context({ seed: 7 }));
       let reference: StrategyInstance = mapPrefixAffinity.create(cfg, context({ seed: 7 }));
+      let kept: readonly Candidate[] | undefined;
       for (const s of steps) {
-        const candidates: Candidate[] = s.candidates.map((r, i) => candidate({ id: REPLICAS[r], kvUsage: s.kv[i], signals: { tokenLoad: s.kv[7 - i] } }));
+        let candidates: readonly Candidate[];
+        if (s.list === 0 && kept !== undefined) {
+          kept.forEach((c, i) => Object.assign(c.signals, { kvUsage: s.kv[i], tokenLoad: s.kv[7 - i] }));
+          candidates = kept;
+        } else {
+          const made = s.candidates.map((r, i) => candidate({ id: REPLICAS[r], kvUsage: s.kv[i], signals: { tokenLoad: s.kv[7 - i] } }));
+          candidates = s.list === 2 ? made : (kept = Object.freeze(made));
+        }
         const routed = request({ prefixHashes: hashesOf(s.prompt) });
         assert.deepEqual(current.pick(routed, candidates), reference.pick(routed, candidates));
         current.onRouted!(routed, REPLICAS[s.routedTo]);
