@@ -216,7 +216,7 @@ function remember(entry: Remembered, key: number, text: string, seed: string, bl
 export function chainBlockHashes(blocks: readonly number[], seed: string, maxBlocks = Infinity): number[] {
   const count = Math.min(blocks.length, maxBlocks);
   const out = new Array<number>(count);
-  let previous = hashString(seed);
+  let previous = seedHashOf(seed);
   for (let i = 0; i < count; i++) {
     previous = mixHashes(previous, blocks[i] >>> 0);
     out[i] = previous;
