@@ -19,7 +19,12 @@ const MAX_PIECE_CHARS = 256;
 /** Bytes of cached piece ids per folder. */
 export const PIECE_CACHE_BYTES = 8 * 1024 * 1024;
 
-type PreTokenizer = { pre_tokenize(text: string | string[], options?: { section_index?: number }): string[] };
+type PreTokenizer = {
+  pre_tokenize(text: string | string[], options?: { section_index?: number }): string[];
+  /** A Split pre-tokenizer's (0.2): its config and compiled pattern. */
+  readonly config?: { readonly type?: unknown; readonly invert?: unknown; readonly behavior?: unknown };
+  readonly pattern?: unknown;
+};
 interface Splitter {
   split(text: string): string[];
 }
@@ -47,6 +52,8 @@ export class PieceEncoder {
   /** The pre-tokenizer's first step and the steps applied to each of its pieces; undefined: encode whole. */
   readonly #first?: PreTokenizer;
   readonly #rest: readonly PreTokenizer[] = [];
+  /** The first step's pattern, where it is a Split that isolates each match: its pieces are cut here (splitByPattern). */
+  readonly #pattern?: RegExp;
   readonly cache = new RecentCache<readonly number[]>(PIECE_CACHE_BYTES);
   /** Why stretches are encoded whole by the library, when they are. */
   readonly whole?: string;
@@ -65,6 +72,7 @@ export class PieceEncoder {
       this.#first = pre.tokenizers[0];
       this.#rest = pre.tokenizers.slice(1).filter((t): t is PreTokenizer => t !== null && t !== undefined);
     } else this.#first = pre;
+    this.#pattern = isolatingPattern(this.#first);
   }
 
   static #whyWhole(parts: TokenizerParts, modelType: unknown): string | undefined {
@@ -96,7 +104,8 @@ export class PieceEncoder {
     if (subsections.length !== 1 || parts.added_tokens_map.has(subsections[0])) return this.#library(text);
     const options = { section_index: 0 };
     const ids: number[] = [];
-    for (const piece of this.#first.pre_tokenize(subsections[0], options)) {
+    const pieces = this.#pattern !== undefined ? splitByPattern(subsections[0], this.#pattern) : this.#first.pre_tokenize(subsections[0], options);
+    for (const piece of pieces) {
       let pieceIds = this.cache.get(piece);
       if (pieceIds === undefined) {
         this.misses++;
@@ -119,4 +128,43 @@ export class PieceEncoder {
   #library(text: string): number[] {
     return this.#tokenizer.encode(text, { add_special_tokens: false }).ids;
   }
+}
+
+/**
+ * A copy of a Split pre-tokenizer's pattern where the library splits with it as `regex_split` does (no `invert`, not
+ * `removed`: every match and every stretch between matches is a piece), or undefined. The library's call goes through
+ * `matchAll` (a clone of the pattern and an iterator per call) and copies the result with `flat()`; splitByPattern
+ * gives the same pieces with one `exec` per piece (test/tokens/piece-encoder.test.ts holds them equal).
+ */
+function isolatingPattern(step: PreTokenizer): RegExp | undefined {
+  const { config, pattern } = step;
+  if (config?.type !== 'Split' || config.invert !== false || !(pattern instanceof RegExp) || !pattern.global) return undefined;
+  if (typeof config.behavior === 'string' && config.behavior.toLowerCase() === 'removed') return undefined;
+  return new RegExp(pattern.source, pattern.flags);
+}
+
+/** The library's `regex_split(text, pattern)`: the stretches between matches and the non-empty matches, in order. */
+export function splitByPattern(text: string, pattern: RegExp): string[] {
+  const pieces: string[] = [];
+  const unicode = pattern.unicode || pattern.flags.includes('v');
+  let prev = 0;
+  pattern.lastIndex = 0;
+  for (let match = pattern.exec(text); match !== null; match = pattern.exec(text)) {
+    const full = match[0];
+    if (prev < match.index) pieces.push(text.slice(prev, match.index));
+    if (full.length > 0) pieces.push(full);
+    else pattern.lastIndex = advance(text, pattern.lastIndex, unicode); // as matchAll steps past an empty match
+    prev = match.index + full.length;
+  }
+  if (prev < text.length) pieces.push(text.slice(prev));
+  return pieces;
+}
+
+/** The spec's AdvanceStringIndex: one code unit, or a whole surrogate pair under the u and v flags. */
+function advance(text: string, index: number, unicode: boolean): number {
+  if (!unicode || index + 1 >= text.length) return index + 1;
+  const lead = text.charCodeAt(index);
+  if (lead < 0xd800 || lead > 0xdbff) return index + 1;
+  const trail = text.charCodeAt(index + 1);
+  return trail >= 0xdc00 && trail <= 0xdfff ? index + 2 : index + 1;
 }

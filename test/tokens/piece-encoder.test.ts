@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { loadTokenizerFolder, type TokenizerFolder } from '../../core/tokens/folder.ts';
-import { PieceEncoder } from '../../core/tokens/piece-encoder.ts';
+import { PieceEncoder, splitByPattern } from '../../core/tokens/piece-encoder.ts';
 
 const root = new URL('../../', import.meta.url).pathname;
 const DIRS = {
@@ -82,4 +82,34 @@ test("a next turn's words seen before are not encoded again: only its new pieces
   const next = 'Conversation 3.7.1, question 5: what does part 5 say, in one line?';
   assert.deepEqual([...encoder.encode(next)], f.tokenizer.encode(next, { add_special_tokens: false }).ids);
   assert.equal(encoder.misses - misses, 1, 'only the piece "5" is new (twice in the text, encoded once)');
+});
+
+test("the first step's pieces, cut by the pattern's own exec loop, are the library's pre-tokenizer's, for both vocabularies", () => {
+  for (const which of ['llama', 'qwen'] as const) {
+    const pre = (folder(which).tokenizer as unknown as { pre_tokenizer: { tokenizers: { pre_tokenize(t: string): string[]; pattern: RegExp }[] } })
+      .pre_tokenizer.tokenizers[0];
+    assert.ok(pre.pattern instanceof RegExp, which);
+    const pattern = new RegExp(pre.pattern.source, pre.pattern.flags);
+    fc.assert(
+      fc.property(text, (t) => assert.deepEqual(splitByPattern(t, pattern), pre.pre_tokenize(t))),
+      { numRuns: 3000 },
+    );
+    // Empty matches and lone or paired surrogates where the pattern can match nothing.
+    for (const t of ['', ' ', '\ud83d\ude00', '\ud800x', 'x\udc00', '  \n\n  ', 'a\u0000b'])
+      assert.deepEqual(splitByPattern(t, pattern), pre.pre_tokenize(t), JSON.stringify(t));
+  }
+  // A pattern that matches empty strings steps over a surrogate pair whole, as matchAll does.
+  const empty = /x*/gu;
+  const library = (t: string) => {
+    const out: string[] = [];
+    let prev = 0;
+    for (const m of t.matchAll(empty)) {
+      if (prev < m.index) out.push(t.slice(prev, m.index));
+      if (m[0].length > 0) out.push(m[0]);
+      prev = m.index + m[0].length;
+    }
+    if (prev < t.length) out.push(t.slice(prev));
+    return out;
+  };
+  for (const t of ['a\ud83d\ude00xxb', '\ud83d\ude00', 'xx\ud800', '']) assert.deepEqual(splitByPattern(t, new RegExp(empty.source, empty.flags)), library(t));
 });
