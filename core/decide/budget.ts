@@ -9,7 +9,10 @@
 // answer would only make routing flap. A strategy that overruns repeatedly
 // (3 times in its last 100 picks) is slow for real: it is skipped for 10 s,
 // then tried again. Every overrun after an instance's first few picks is
-// reported.
+// reported. What the thread waited is known only since a sample that may
+// predate the pick, so an overrun the wait excused may have been the
+// strategy's own: its next pick is then sampled exactly (`exactNext`), and
+// judged on that.
 const OVERRUNS_TO_SUSPEND = 3;
 /** A fresh instance's first picks include compiling it (JIT): they are not held against it. */
 const WARMUP_PICKS = 10;
@@ -21,6 +24,8 @@ export class PickBudget {
   private overrunsAt: number[] = [];
   /** On the monotonic clock of DecideEnv. */
   suspendedUntil = 0;
+  /** The last pick overran and waiting excused it: the chain samples the thread's wait right before the next one. */
+  exactNext = false;
 
   /** Would a pick that took `elapsedMs` (`waitedMs` of it waiting for a CPU) now suspend the strategy? Changes nothing. */
   wouldSuspend(elapsedMs: number, waitedMs: number, budgetMs: number): boolean {
@@ -34,6 +39,8 @@ export class PickBudget {
   /** Counts one pick; an overrun returns what to report, else undefined. */
   count(elapsedMs: number, waitedMs: number, budgetMs: number, clock: () => number): string | undefined {
     this.picks++;
+    // A pick measured exactly (the flag was up when it ran) stands as measured.
+    this.exactNext = !this.exactNext && elapsedMs > budgetMs && waitedMs > 0 && !(elapsedMs - waitedMs > budgetMs);
     if (!(elapsedMs - waitedMs > budgetMs) || this.picks <= WARMUP_PICKS) return undefined;
     const pick = this.picks;
     this.overrunsAt = this.overrunsAt.filter((at) => at > pick - OVERRUN_WINDOW_PICKS);

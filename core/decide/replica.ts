@@ -66,9 +66,10 @@ export function chooseReplica(
     if (timed) pickMs.push(NaN);
     let result;
     const suspendedUntil = slot.budget.suspendedUntil;
-    const started = timed ? (Number.isNaN(returnedAt) ? clock() : returnedAt) : 0;
+    let started = timed ? (Number.isNaN(returnedAt) ? clock() : returnedAt) : 0;
     returnedAt = NaN;
-    if (timed && i === 0) threadWait?.sample(started);
+    // After a read of the thread's wait the pick's clock starts again, so a wait during the read is inside it (thread-wait.ts).
+    if (timed && threadWait && (i === 0 || slot.budget.exactNext) && threadWait.sample(started, slot.budget.exactNext)) started = clock();
     if (suspendedUntil > 0 && suspendedUntil > (timed ? started : clock())) {
       notes.push({ name: slot.name, note: 'skipped: suspended for overrunning its budget' });
       continue;

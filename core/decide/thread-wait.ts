@@ -10,15 +10,19 @@
 // around every pick: the chain samples it at most once per SAMPLE_EVERY_MS of
 // the decision clock, and reads it again only after a pick overran. What the
 // thread waited since the sample bounds what it waited during the pick from
-// above, so an overrun is excused only as far as waiting can explain it.
+// above, so an overrun is excused only as far as waiting can explain it; and
+// since the wait may have come before the pick, a strategy excused that way
+// has its next pick sampled exactly (budget.ts). A pick's clock starts after
+// the sample is read: the read is a system call, where the kernel is apt to
+// deschedule the thread, and that wait must fall inside what is measured.
 import { closeSync, openSync, readSync } from 'node:fs';
 
 const SCHEDSTAT = '/proc/thread-self/schedstat';
 export const SAMPLE_EVERY_MS = 10;
 
 export interface ThreadWait {
-  /** Takes a sample at `now` (the decision clock) unless one was taken within SAMPLE_EVERY_MS. */
-  sample(now: number): void;
+  /** Takes a sample at `now` (the decision clock) unless one was taken within SAMPLE_EVERY_MS, or always when `exact`; true if it read. */
+  sample(now: number, exact?: boolean): boolean;
   /** Ms the thread waited for a CPU since the last sample (read afresh; it becomes the sample), or 0 when it cannot tell. */
   waitedSinceSample(now: number): number;
 }
@@ -55,10 +59,11 @@ export function sampledWait(read: WaitReader): ThreadWait {
   let sampledAt = -Infinity;
   let sampledWait = NaN;
   return {
-    sample(now) {
-      if (now - sampledAt < SAMPLE_EVERY_MS) return;
+    sample(now, exact = false) {
+      if (!exact && now - sampledAt < SAMPLE_EVERY_MS) return false;
       sampledAt = now;
       sampledWait = read();
+      return true;
     },
     waitedSinceSample(now) {
       const waited = read();

@@ -100,11 +100,16 @@ test('a strategy that keeps overrunning its 1 ms budget is suspended; one overru
     );
   for (let i = 0; i < 10; i++) route(); // warm-up picks (JIT) are not held against a strategy
   assert.equal(faults.length, 0);
-  assert.equal(route().value.strategy, 'sluggish', 'first overrun: answer kept, overrun reported');
-  assert.equal(route().value.strategy, 'sluggish');
-  const third = route();
-  assert.equal(third.value.strategy, 'round-robin', 'third overrun in 100 picks: suspended');
-  assert.equal(third.value.status, 200);
+  // On a quiet machine every pick overruns. On a loaded one a pick the thread's wait excused (the wait may have
+  // come before it) is not held against the strategy, and its next pick is measured exactly: a few more picks.
+  const strategyAtFault: string[] = [];
+  for (let i = 0; i < 30 && strategyAtFault.length < 3; i++) {
+    const before = faults.length;
+    const d = route();
+    assert.equal(d.value.status, 200);
+    if (faults.length > before) strategyAtFault.push(d.value.strategy);
+  }
+  assert.deepEqual(strategyAtFault, ['sluggish', 'sluggish', 'round-robin'], 'answers kept on the first two overruns; the third in 100 picks suspends it');
   assert.equal(route().value.strategy, 'round-robin', 'still suspended');
   assert.equal(faults.length, 3);
   assert.ok(faults.every((f) => f.startsWith('sluggish:over_budget:pick took')));

@@ -26,14 +26,16 @@ test('the wait is sampled at most once per interval, and an overrun reads it afr
   let reads = 0;
   let waited = 100;
   const wait = sampledWait(() => (reads++, waited));
-  wait.sample(0);
-  wait.sample(SAMPLE_EVERY_MS - 1);
+  assert.equal(wait.sample(0), true);
+  assert.equal(wait.sample(SAMPLE_EVERY_MS - 1), false);
   assert.equal(reads, 1, 'one sample within the interval');
+  assert.equal(wait.sample(SAMPLE_EVERY_MS - 1, true), true, 'an exact sample reads whenever asked');
+  assert.equal(reads, 2);
   waited += 7;
   assert.equal(wait.waitedSinceSample(SAMPLE_EVERY_MS - 0.5), 7);
-  assert.equal(reads, 2);
+  assert.equal(reads, 3);
   wait.sample(SAMPLE_EVERY_MS + 1);
-  assert.equal(reads, 2, 'the fresh read became the sample');
+  assert.equal(reads, 3, 'the fresh read became the sample');
   assert.equal(wait.waitedSinceSample(SAMPLE_EVERY_MS + 2), 0);
   waited = NaN;
   assert.equal(wait.waitedSinceSample(SAMPLE_EVERY_MS + 3), 0, 'unreadable: nothing excused');
@@ -47,6 +49,13 @@ test('a budget holds only the time not spent waiting for a CPU', () => {
     assert.equal(budget.wouldSuspend(30, 29.5, 1), false);
     assert.equal(budget.count(30, 29.5, 1, clock), undefined, 'explained by waiting: not an overrun');
   }
+  assert.equal(budget.count(0.5, 0, 1, clock), undefined);
+  assert.equal(budget.count(30, 29.5, 1, clock), undefined);
+  assert.equal(budget.exactNext, true, 'excused by a wait that may predate the pick: the next is measured exactly');
+  assert.equal(budget.count(3, 2.5, 1, clock), undefined, 'measured exactly, the wait explains it');
+  assert.equal(budget.exactNext, false, 'an exact measure stands');
+  assert.equal(budget.count(0.5, 0, 1, clock), undefined);
+  assert.equal(budget.exactNext, false);
   assert.equal(budget.count(30, 20, 1, clock), 'pick took 30.00 ms (budget 1 ms, 20.00 ms of it waiting for a CPU)');
   assert.equal(budget.count(3, 0, 1, clock), 'pick took 3.00 ms (budget 1 ms)');
   assert.equal(budget.wouldSuspend(3, 0, 1), true);
