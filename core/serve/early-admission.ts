@@ -3,11 +3,12 @@
 // that never costs a read or a parse, and large bodies being received at
 // once are bounded per client address and per tenant, so that a few clients
 // cannot keep the event loop parsing multi-MB bodies. The key's hash is kept
-// for the request's facts: hashed once.
+// for the request's facts: hashed once, and a header value seen recently is
+// not hashed again (core/facts/api-key.ts keeps a bounded memo of digests).
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { resolveTenant } from '../decide/decide.ts';
 import { errorBody, rejection, type Rejection } from '../errors.ts';
-import { sha256Hex } from '../facts/request-facts.ts';
+import { bearerKeyHash } from '../facts/api-key.ts';
 import type { Generation } from '../decide/generation.ts';
 import { rejectionHeaders } from './rejections.ts';
 
@@ -62,9 +63,8 @@ export function earlyAdmission(current: () => Generation, bounds: LargeBodyBound
     const authorization = request.headers.authorization;
     let hash: string | undefined;
     if (authorization !== undefined && authorization !== '') {
-      const key = /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1];
-      if (key === undefined) return void refuse(request, reply, rejection('invalid_api_key', 'The Authorization header must be "Bearer <api key>".'));
-      hash = sha256Hex(key);
+      hash = bearerKeyHash(authorization);
+      if (hash === undefined) return void refuse(request, reply, rejection('invalid_api_key', 'The Authorization header must be "Bearer <api key>".'));
       (request as Marked)[API_KEY_HASH] = hash;
     }
     const who = resolveTenant(snapshot, hash);
