@@ -242,16 +242,27 @@ export class BlockMemory {
     const holders = this.holders;
     const base = e * MAX_HOLDERS;
     const last = base + count - 1;
+    if (count === MAX_HOLDERS) {
+      // Full (a block every replica serves, in a large pool): one pass from the newest end, each older
+      // holder moving one place toward the oldest, up to the replica's own place (it leaves the older
+      // ones) or the oldest's (dropped); not a search and then a shift.
+      let carried = newest;
+      for (let k = last - 1; k >= base; k--) {
+        const held = holders[k];
+        holders[k] = carried;
+        if (held === replica) break;
+        carried = held;
+      }
+      this.records[at] = (count << COUNT_SHIFT) | replica;
+      return;
+    }
     let k = base;
     while (k < last && holders[k] !== replica) k++;
     if (k === last) {
-      // Not a holder yet: one more, or the oldest shifted out when full.
-      if (count < MAX_HOLDERS) {
-        holders[last] = newest;
-        this.records[at] = ((count + 1) << COUNT_SHIFT) | replica;
-        return;
-      }
-      k = base;
+      // Not a holder yet: one more.
+      holders[last] = newest;
+      this.records[at] = ((count + 1) << COUNT_SHIFT) | replica;
+      return;
     }
     // A few slots at most: a loop costs less than copyWithin's call into the runtime.
     for (; k < last - 1; k++) holders[k] = holders[k + 1];
