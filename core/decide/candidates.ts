@@ -217,6 +217,8 @@ export class CandidateCache {
   private fleet: FleetView | undefined;
   private maxStalenessMs = NaN;
   private seenChanges = 0;
+  /** The ids the feed named on the last look, reused: the feed writes them here (a moving fleet names a few each decision). */
+  private readonly changedIds: string[] = [];
   /** No fresh entry goes stale before this time (a lower bound: looking at every entry makes it exact). */
   private staleCheckAt = -Infinity;
   // Counts over the entries, kept as they change.
@@ -241,7 +243,9 @@ export class CandidateCache {
     this.clock.now = now;
     const feed = fleet.changes;
     const changed =
-      fleet === this.fleet && maxStalenessMs === this.maxStalenessMs && now <= this.staleCheckAt && feed ? feed.since(this.seenChanges) : undefined;
+      fleet === this.fleet && maxStalenessMs === this.maxStalenessMs && now <= this.staleCheckAt && feed
+        ? feed.since(this.seenChanges, this.changedIds)
+        : undefined;
     let relist = this.listed === undefined;
     if (changed) {
       this.seenChanges = feed!.count;

@@ -26,11 +26,19 @@ export class ChangeLog {
     this.total++;
   }
 
-  /** The ids recorded since `count` (oldest first, repeats kept), or undefined when the ring no longer holds them all. */
-  since(count: number): string[] | undefined {
+  /**
+   * The ids recorded since `count` (oldest first, repeats kept), or undefined when the ring no longer holds them all.
+   * Written into `into` when given (its length set), which a reader asking on every decision reuses: no array a call.
+   */
+  since(count: number, into?: string[]): string[] | undefined {
     if (count > this.total || this.total - count > this.size) return undefined;
-    const out = new Array<string>(this.total - count);
-    for (let i = count; i < this.total; i++) out[i - count] = this.ids[i % this.size]!;
-    return out;
+    if (into === undefined) {
+      const out = new Array<string>(this.total - count);
+      for (let i = count; i < this.total; i++) out[i - count] = this.ids[i % this.size]!;
+      return out;
+    }
+    into.length = 0;
+    for (let i = count; i < this.total; i++) into.push(this.ids[i % this.size]!);
+    return into;
   }
 }

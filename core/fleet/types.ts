@@ -54,11 +54,13 @@ export interface FleetView {
    * replica's state (a new state object each time, never one mutated in
    * place), and names the replicas changed since an earlier count; undefined
    * when it can no longer say. Decisions then revisit only those replicas; a
-   * fleet without it is read whole on every decision.
+   * fleet without it is read whole on every decision. With `into`, the ids
+   * are written there (its length set) and it is returned: a reader's reused
+   * array, not one made per decision.
    */
   readonly changes?: {
     readonly count: number;
-    since(count: number): readonly string[] | undefined;
+    since(count: number, into?: string[]): readonly string[] | undefined;
   };
 }
 
