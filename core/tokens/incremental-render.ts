@@ -11,6 +11,7 @@ import { Environment, Interpreter } from '@huggingface/jinja';
 import { chatEnvironment, strftimeUtc, templateMessage, type ChatInput } from './chat-template.ts';
 import type { ChatTemplateFolder } from './folder.ts';
 import { RecentCache, type Slot } from './recent-cache.ts';
+import { hashRange, hashString, mixHashes } from '../../sdk/hashing.ts';
 import { contentSpliceable, spliceContent, spliceShape, type SpliceShape } from './content-splice.ts';
 import { messageLoop, type JinjaNode, type MessageLoop } from './template-loop.ts';
 
@@ -43,9 +44,14 @@ interface Evaluator {
   evaluateBlock(statements: readonly JinjaNode[], environment: Environment): { value: string };
 }
 
-/** A kept link, and the text its key only fingerprints (a plain message's content), compared in full on a hit. */
+/**
+ * A kept link, and for a plain message what its numeric key only hashes (its parent, role and content), compared in
+ * full on a hit: two messages whose keys collide are never taken for each other.
+ */
 interface LinkEntry {
   readonly link: RenderLink;
+  readonly parent?: number;
+  readonly role?: string;
   readonly content?: string;
 }
 
@@ -58,41 +64,60 @@ function plainMessage(raw: unknown): { readonly role: string; readonly content: 
   return fields === 2 ? (m as { role: string; content: string }) : undefined;
 }
 
-/** A plain message's role, length and both ends: its key, with its content compared in full on a hit. */
+/** A plain first message's role, length and both ends: its part of a root's key, its content compared in full on a hit. */
 function plainFingerprint(plain: { readonly role: string; readonly content: string }): string {
   const c = plain.content;
   return `${plain.role}\u0000${c.length}\u0000${c.slice(0, 48)}\u0000${c.slice(-48)}`;
 }
 
+/** Characters of each end of a plain message's content its key hashes. */
+const KEY_END_CHARS = 48;
+/** 2^21: the second hash's bits below the first's, 53 bits in all (a Map key that is a number, no string made). */
+const SECOND_HASH = 0x200000;
+
 /**
- * A message's key under its parent link. A plain `{role, content}` message
- * with text content (most of a conversation) is keyed by its fingerprint, and
- * its content compared on a hit: no JSON of a long message is made and hashed
- * on every turn. Any other message is keyed by all of its JSON.
+ * A plain message's key under its parent link: the parent, the role, the content's length and both ends, hashed
+ * where they are (a key string built, flattened and hashed per message per turn was a tenth of a next turn's count).
+ * A collision only makes the older entry a miss: LinkCache.get compares the entry's parent, role and content in full.
  */
-function messageKey(parent: number, raw: unknown): { readonly key: string; readonly content?: string } {
-  const plain = plainMessage(raw);
-  if (plain !== undefined) return { key: `${parent}\u0001${plainFingerprint(plain)}`, content: plain.content };
-  return { key: `${parent}\u0000${JSON.stringify(raw)}` };
+function plainKey(parent: number, role: string, content: string): number {
+  const n = content.length;
+  const head = hashRange(content, 0, Math.min(KEY_END_CHARS, n), parent);
+  const tail = hashRange(content, Math.max(0, n - KEY_END_CHARS), n, hashString(role, n));
+  return mixHashes(head, tail) * SECOND_HASH + (mixHashes(tail, head ^ parent) >>> 11);
+}
+
+/** Any other message's key under its parent link: all of its JSON. */
+function jsonKey(parent: number, raw: unknown): string {
+  return `${parent}\u0000${JSON.stringify(raw)}`;
 }
 
 /** Links, bounded in bytes, those not used lately dropped first (core/tokens/recent-cache.ts). */
 class LinkCache {
-  readonly #entries: RecentCache<LinkEntry>;
+  readonly #entries: RecentCache<LinkEntry, string | number>;
   /** Each kept link's slot: its cost grows when the counter gives it its ids. */
   readonly #slots = new WeakMap<RenderLink, Slot<LinkEntry>>();
   constructor(readonly maxBytes: number) {
     this.#entries = new RecentCache(maxBytes);
   }
 
-  get(key: string, content?: string): RenderLink | undefined {
+  /** A plain message's link under `parent` (its key from plainKey). */
+  getPlain(key: number, parent: number, role: string, content: string): RenderLink | undefined {
     const entry = this.#entries.get(key);
-    return entry === undefined || entry.content !== content ? undefined : entry.link;
+    return entry === undefined || entry.parent !== parent || entry.role !== role || entry.content !== content ? undefined : entry.link;
   }
 
-  /** Another message with the same fingerprint already kept: the newer one takes the key. */
-  set(key: string, link: RenderLink, content?: string): void {
-    const slot = this.#entries.set(key, { link, content }, key.length * 2 + (content?.length ?? 0) * 2 + link.output.length * 2 + 96);
+  /** Any other message's link (its key from jsonKey, which holds all of it). */
+  getJson(key: string): RenderLink | undefined {
+    const entry = this.#entries.get(key);
+    return entry === undefined || entry.content !== undefined ? undefined : entry.link;
+  }
+
+  /** Another message with the same key already kept: the newer one takes the key. */
+  set(key: string | number, link: RenderLink, plain?: { readonly parent: number; readonly role: string; readonly content: string }): void {
+    const keyBytes = typeof key === 'number' ? 8 : key.length * 2;
+    const entry: LinkEntry = plain === undefined ? { link } : { link, parent: plain.parent, role: plain.role, content: plain.content };
+    const slot = this.#entries.set(key, entry, keyBytes + (plain ? plain.content.length * 2 + plain.role.length * 2 : 0) + link.output.length * 2 + 96);
     if (slot !== undefined) this.#slots.set(link, slot);
   }
 
@@ -152,11 +177,12 @@ export class IncrementalRenderer {
     let parent: RenderLink = root;
     for (let i = root.offset; i < input.messages.length; i++) {
       const raw = input.messages[i];
-      const { key, content } = messageKey(parent.id, raw);
-      let link = this.links.get(key, content);
+      const plain = plainMessage(raw);
+      const key = plain !== undefined ? plainKey(parent.id, plain.role, plain.content) : jsonKey(parent.id, raw);
+      let link = plain !== undefined ? this.links.getPlain(key as number, parent.id, plain.role, plain.content) : this.links.getJson(key as string);
       if (link === undefined) {
-        link = { id: this.#nextId++, output: this.#output(root, raw, i - root.offset) };
-        this.links.set(key, link, content);
+        link = { id: this.#nextId++, output: this.#output(root, raw, plain, i - root.offset) };
+        this.links.set(key, link, plain && { parent: parent.id, role: plain.role, content: plain.content });
       } else this.reused++;
       links.push(link);
       parent = link;
@@ -167,7 +193,7 @@ export class IncrementalRenderer {
   /** PRE and POST for these variables (and first message, where PRE reads it), rendered once. */
   #root(input: ChatInput, now: Date): Root | undefined {
     // A plain first message (a system prompt, often a long document) is keyed by its fingerprint, its content compared
-    // on a hit, as messageKey does: its JSON is not made and hashed every turn. A string cannot be mistaken for the JSON
+    // on a hit, as a message's key is (plainKey): its JSON is not made and hashed every turn. A string cannot be mistaken for the JSON
     // of a message (an object).
     const first = this.plan.preReadsFirstMessage ? input.messages[0] : null;
     const plainFirst = first === null ? undefined : plainMessage(first);
@@ -205,9 +231,8 @@ export class IncrementalRenderer {
   }
 
   /** A new message's loop output: its content spliced into its role and position's shape where the body allows, rendered otherwise. */
-  #output(root: Root, raw: unknown, index: number): string {
-    const plain = this.spliceable === true ? plainMessage(raw) : undefined;
-    if (plain !== undefined) {
+  #output(root: Root, raw: unknown, plain: { readonly role: string; readonly content: string } | undefined, index: number): string {
+    if (plain !== undefined && this.spliceable === true) {
       const key = `${index}\u0000${plain.role}`;
       let shape = root.shapes.get(key);
       if (shape === undefined && root.shapes.size < MAX_SHAPES) {

@@ -21,11 +21,11 @@ export interface Slot<V> {
   live: boolean;
 }
 
-export class RecentCache<V> {
-  readonly #entries = new Map<string, Slot<V>>();
+export class RecentCache<V, K extends string | number = string> {
+  readonly #entries = new Map<K, Slot<V>>();
   #bytes = 0;
   /** Eviction's hand: every entry it passed was evicted or moved to the back, so its next is the oldest entry. */
-  #hand?: MapIterator<[string, Slot<V>]>;
+  #hand?: MapIterator<[K, Slot<V>]>;
 
   constructor(readonly maxBytes: number) {}
 
@@ -37,11 +37,11 @@ export class RecentCache<V> {
     return this.#entries.size;
   }
 
-  has(key: string): boolean {
+  has(key: K): boolean {
     return this.#entries.has(key);
   }
 
-  get(key: string): V | undefined {
+  get(key: K): V | undefined {
     const slot = this.#entries.get(key);
     if (slot === undefined) return undefined;
     slot.used = true;
@@ -49,7 +49,7 @@ export class RecentCache<V> {
   }
 
   /** The entry's slot (for resize), or undefined when it costs over a quarter of the bound: one huge entry must not flush everyone else's. */
-  set(key: string, value: V, cost: number): Slot<V> | undefined {
+  set(key: K, value: V, cost: number): Slot<V> | undefined {
     if (cost > this.maxBytes / 4) return undefined;
     const old = this.#entries.get(key);
     if (old !== undefined) {
@@ -92,7 +92,7 @@ export class RecentCache<V> {
   }
 
   /** The oldest entry, from the hand; past the Map's last entry, a new hand starts at its first (undefined: the Map is empty). */
-  #next(): [string, Slot<V>] | undefined {
+  #next(): [K, Slot<V>] | undefined {
     let step = (this.#hand ??= this.#entries.entries()).next();
     if (step.done) {
       this.#hand = this.#entries.entries();
