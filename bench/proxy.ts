@@ -425,7 +425,9 @@ async function sizes(): Promise<void> {
         const after = await cpuMicros(target);
         return { cpu: (after - before) / count, latencies };
       };
-      for (const target of lane) for (let s = 0; s < SIZES[size].warmUp; s++) await run(target, requests);
+      // BENCH_WARMUP: the warm-up slices of every size (the JIT's tiers settle over thousands of requests: docs/serving.md).
+      const warmUp = Number(process.env.BENCH_WARMUP ?? SIZES[size].warmUp);
+      for (const target of lane) for (let s = 0; s < warmUp; s++) await run(target, requests);
       errors.clear();
       const counted = tokenized && turns ? await tokenCounts(tokenized) : undefined;
       const cpu = new Map<string, number[]>(lane.map((t) => [t.name, []]));
