@@ -313,7 +313,9 @@ export class KvCache {
         before.hi = gapEnd;
       } else {
         segment = new Segment(stream, at, gapEnd, 1);
-        list.splice(i, 0, segment);
+        // Most often at the end (a request's own blocks, newly filled): a push, where splice allocates the (empty) array it returns.
+        if (i === list.length) list.push(segment);
+        else list.splice(i, 0, segment);
         if (i === list.length - 1) {
           if (i > 0) list[i - 1].last = false;
           segment.last = true;

@@ -33,6 +33,22 @@ export function addRun(runs: BlockRuns, base: number, first: number, end: number
   runs.firsts.push(first);
 }
 
+/**
+ * A shared run, blocks [0, sharedEnd) from `sharedBase`, then the prompt's own, [sharedEnd, end)
+ * numbered from sharedEnd (a synthetic prompt: its system prompt, then its conversation): what
+ * addRun twice on emptyRuns() gives, in arrays of their final length. Pushed onto empty arrays they
+ * took room for 17 numbers each, six arrays a request (two runs each for the router and the engine):
+ * ~1 KB of a request's allocation.
+ */
+export function sharedThenOwn(sharedBase: number, sharedEnd: number, ownBase: number, end: number): BlockRuns {
+  const shared = sharedEnd > 0;
+  const own = end > (shared ? sharedEnd : 0);
+  if (shared && own) return { ends: [sharedEnd, end], bases: [sharedBase, ownBase], firsts: [0, sharedEnd] };
+  if (shared) return { ends: [sharedEnd], bases: [sharedBase], firsts: [0] };
+  if (own) return { ends: [end], bases: [ownBase], firsts: [0] };
+  return emptyRuns();
+}
+
 export function runBlockCount(runs: BlockRuns): number {
   return runs.ends.length === 0 ? 0 : runs.ends[runs.ends.length - 1];
 }

@@ -4,7 +4,7 @@
 // requests. A prompt is described by the ids of its 16-token blocks: shared
 // system-prompt blocks first, then blocks of its own (its conversation's).
 import { mixHashes, seededRandom, type Priority } from '../../sdk/index.ts';
-import { addRun, emptyRuns } from './block-runs.ts';
+import { sharedThenOwn } from './block-runs.ts';
 import { AZURE_CONVERSATION, gamma, sampler, WeightedChoice, ZipfSampler, type Random, type Sampler } from './distributions.ts';
 import type { AdapterMixSpec, WorkloadSpec } from './load.ts';
 import { BLOCK_TOKENS, type RequestSource, type SessionState, type SimRequestSpec } from './types.ts';
@@ -289,15 +289,11 @@ export class SyntheticSource implements RequestSource {
     session?: SessionState,
   ): SimRequestSpec {
     const full = Math.floor(promptTokens / BLOCK_TOKENS);
-    const blocks = emptyRuns();
     const shared = systemBlocks < full ? systemBlocks : full;
-    addRun(blocks, systemBase, 0, shared);
-    addRun(blocks, blockBase, shared, full);
+    const blocks = sharedThenOwn(systemBase, shared, blockBase, full);
     const codeFraction = this.spec.code_fraction ?? 0;
     // The answer's blocks continue the request's own run: the next turn's prompt does the same.
-    const sequenceBlocks = emptyRuns();
-    addRun(sequenceBlocks, systemBase, 0, shared);
-    addRun(sequenceBlocks, blockBase, shared, Math.floor((promptTokens + outputTokens) / BLOCK_TOKENS));
+    const sequenceBlocks = sharedThenOwn(systemBase, shared, blockBase, Math.floor((promptTokens + outputTokens) / BLOCK_TOKENS));
     return {
       at,
       model,
