@@ -124,7 +124,7 @@ export class FolderCounter {
     return plan.prompts.map(({ head, pieces, remember }, i) => {
       if (job.kind === 'chat') {
         if (!remember) return encodeSegments(pieces, this.cache, encode);
-        const before = concat(head, encodeSegments(pieces.slice(0, remember.cut), this.cache, encode));
+        const before = encodeSegments(pieces.slice(0, remember.cut), this.cache, encode, head);
         const after = encodeSegments(pieces.slice(remember.cut), this.cache, encode);
         this.renderer!.links.setState(remember.link, { ids: before, tail: remember.tail });
         return concat(before, after);

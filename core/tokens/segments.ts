@@ -11,10 +11,23 @@ import { RecentCache } from './recent-cache.ts';
 /** Added tokens starting with at most this many distinct characters are found by indexOf, one scan per character. */
 const MAX_SCANNED_FIRST_CHARS = 4;
 
-interface TrieNode {
-  [char: string]: TrieNode | string | undefined;
+/** An added token as the splitter cuts at it. */
+interface AddedToken {
+  readonly content: string;
+  readonly id: number;
+  readonly lstrip: boolean;
+  readonly rstrip: boolean;
 }
-const END = '\u0000end';
+
+/**
+ * A node of the added tokens' trie, its children by UTF-16 code unit: a Map keyed by a number is looked up without
+ * the one-character string and the dictionary look-up per character an object keyed by characters costs.
+ */
+interface TrieNode {
+  readonly next: Map<number, TrieNode>;
+  /** The token that ends here. */
+  token?: AddedToken;
+}
 
 export interface Piece {
   /** A stretch of text to encode, or an added token's id. */
@@ -24,13 +37,10 @@ export interface Piece {
 
 /** Cuts text at the tokenizer's added tokens, as @huggingface/tokenizers does before encoding. */
 export class AddedTokenSplitter {
-  readonly #trie: TrieNode = Object.create(null);
-  readonly #tokens = new Map<string, { id: number; lstrip: boolean; rstrip: boolean }>();
+  readonly #trie: TrieNode = { next: new Map() };
   readonly #firstChars = new Set<string>();
   /** The same, as a list, when it is short enough to find the next candidate with indexOf (a native scan) per character. */
   #firstCharList?: readonly string[];
-  /** Trie nodes some longer added token goes on from. */
-  readonly #inner = new WeakSet<TrieNode>();
 
   constructor(folder: Pick<TokenizerFolder, 'tokenizerJson' | 'tokenizer'>) {
     const hasNormalizer = folder.tokenizer.normalizer !== null;
@@ -39,20 +49,16 @@ export class AddedTokenSplitter {
       const normalized = t.normalized ?? !t.special;
       if (normalized && hasNormalizer) continue;
       if (!t.content) continue;
-      this.#tokens.set(t.content, { id: t.id, lstrip: t.lstrip === true, rstrip: t.rstrip === true });
       this.#firstChars.add(t.content[0]);
       let node = this.#trie;
-      for (const char of t.content) node = (node[char] as TrieNode | undefined) ?? (node[char] = Object.create(null) as TrieNode);
-      node[END] = t.content;
-    }
-    const mark = (node: TrieNode): void => {
-      for (const key of Object.keys(node)) {
-        if (key === END) continue;
-        this.#inner.add(node);
-        mark(node[key] as TrieNode);
+      for (let k = 0; k < t.content.length; k++) {
+        const unit = t.content.charCodeAt(k);
+        let child = node.next.get(unit);
+        if (child === undefined) node.next.set(unit, (child = { next: new Map() }));
+        node = child;
       }
-    };
-    mark(this.#trie);
+      node.token = { content: t.content, id: t.id, lstrip: t.lstrip === true, rstrip: t.rstrip === true };
+    }
     // Llama 3's and Qwen3's added tokens all start with "<": one indexOf finds each candidate instead of a Set look-up per character.
     if (this.#firstChars.size <= MAX_SCANNED_FIRST_CHARS) this.#firstCharList = [...this.#firstChars];
   }
@@ -90,7 +96,7 @@ export class AddedTokenSplitter {
    * Text appended later is split again only from `cutAt`.
    */
   splitWithCut(text: string): { readonly pieces: Piece[]; readonly cut: number; readonly cutAt: number } {
-    const pieces: (Piece & { text?: string })[] = [];
+    const pieces: { text: string; token?: AddedToken }[] = [];
     let start = 0;
     let i = 0;
     const n = text.length;
@@ -102,20 +108,26 @@ export class AddedTokenSplitter {
     while (i < n) {
       i = this.#nextCandidate(text, i, next);
       if (i >= n) break;
-      let node: TrieNode | undefined = this.#trie;
-      let match: string | undefined;
+      let node = this.#trie;
+      let match: AddedToken | undefined;
       let j = i;
-      for (; j < n && (node = node[text[j]] as TrieNode | undefined); j++) if (node[END] !== undefined) match = node[END] as string;
-      if (j === n && node !== undefined && this.#inner.has(node) && unstableFrom === n) unstableFrom = i;
+      for (; j < n; j++) {
+        const child = node.next.get(text.charCodeAt(j));
+        if (child === undefined) break;
+        node = child;
+        if (node.token !== undefined) match = node.token;
+      }
+      // The walk reached the text's end where a longer token goes on: appended text may still change this match.
+      if (j === n && node.next.size > 0 && unstableFrom === n) unstableFrom = i;
       if (match === undefined) {
         i++;
         continue;
       }
       if (i > start) pieces.push({ text: text.slice(start, i) });
-      pieces.push({ id: this.#tokens.get(match)!.id, text: match });
-      i += match.length;
+      pieces.push({ text: match.content, token: match });
+      i += match.content.length;
       start = i;
-      if (unstableFrom === n && !this.#tokens.get(match)!.rstrip) {
+      if (unstableFrom === n && !match.rstrip) {
         cutIndex = pieces.length;
         cutAt = i;
       }
@@ -123,18 +135,17 @@ export class AddedTokenSplitter {
     if (start < n) pieces.push({ text: text.slice(start) });
     // lstrip/rstrip: the whitespace next to such a token belongs to it.
     for (let k = 0; k < pieces.length; k++) {
-      const p = pieces[k];
-      if (p.id === undefined) continue;
-      const spec = this.#tokens.get(p.text!)!;
-      if (spec.lstrip && k > 0 && pieces[k - 1].id === undefined) pieces[k - 1] = { text: pieces[k - 1].text!.trimEnd() };
-      if (spec.rstrip && k + 1 < pieces.length && pieces[k + 1].id === undefined) pieces[k + 1] = { text: pieces[k + 1].text!.trimStart() };
+      const token = pieces[k].token;
+      if (token === undefined) continue;
+      if (token.lstrip && k > 0 && pieces[k - 1].token === undefined) pieces[k - 1] = { text: pieces[k - 1].text.trimEnd() };
+      if (token.rstrip && k + 1 < pieces.length && pieces[k + 1].token === undefined) pieces[k + 1] = { text: pieces[k + 1].text.trimStart() };
     }
     const out: Piece[] = [];
     let cut = 0;
     for (let k = 0; k < pieces.length; k++) {
       const p = pieces[k];
-      if (p.id === undefined && p.text === '') continue;
-      out.push(p.id !== undefined ? { id: p.id } : { text: p.text });
+      if (p.token === undefined && p.text === '') continue;
+      out.push(p.token !== undefined ? { id: p.token.id } : { text: p.text });
       if (k < cutIndex) cut = out.length;
     }
     return { pieces: out, cut, cutAt };
@@ -183,10 +194,13 @@ export class SegmentCache {
   }
 }
 
-/** Encodes rendered text stretch by stretch through the cache; `encode` does one stretch with no special tokens added. */
-export function encodeSegments(pieces: readonly Piece[], cache: SegmentCache, encode: (text: string) => readonly number[]): Uint32Array {
+/**
+ * Encodes rendered text stretch by stretch through the cache; `encode` does one stretch with no special tokens added.
+ * `head`: ids that go first (a remembered start of the prompt), written into the same array instead of joined after.
+ */
+export function encodeSegments(pieces: readonly Piece[], cache: SegmentCache, encode: (text: string) => readonly number[], head?: Uint32Array): Uint32Array {
   const parts: (Uint32Array | number)[] = [];
-  let length = 0;
+  let length = head?.length ?? 0;
   for (const piece of pieces) {
     if (piece.id !== undefined) {
       parts.push(piece.id);
@@ -204,6 +218,10 @@ export function encodeSegments(pieces: readonly Piece[], cache: SegmentCache, en
   }
   const out = new Uint32Array(length);
   let at = 0;
+  if (head !== undefined) {
+    out.set(head, 0);
+    at = head.length;
+  }
   for (const part of parts) {
     if (typeof part === 'number') out[at++] = part;
     else {

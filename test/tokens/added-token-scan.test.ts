@@ -30,3 +30,12 @@ test('the indexOf scan and the per-character look-up cut the same pieces, with t
   );
   assert.deepEqual(byIndexOf.split('q<|ab|> {y}(z'), [{ text: 'q' }, { id: 2 }, { id: 4 }, { id: 5 }]);
 });
+
+test('an added token with a character outside the BMP (a surrogate pair) is cut where it stands, and a longer one wins', () => {
+  const withPair = splitter([token(1, '<\u{1F600}>'), token(2, '<\u{1F600}>x'), token(3, '<|a|>')]);
+  assert.deepEqual(withPair.split('a<\u{1F600}>b<\u{1F600}>x<\u{1F601}>'), [{ text: 'a' }, { id: 1 }, { text: 'b' }, { id: 2 }, { text: '<\u{1F601}>' }]);
+  // The text ends inside the longer token: appended text may still extend the match, so the stable cut stays before it.
+  const { cut, cutAt } = withPair.splitWithCut('<|a|><\u{1F600}>');
+  assert.equal(cut, 1);
+  assert.equal(cutAt, 5);
+});
